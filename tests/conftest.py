@@ -1,0 +1,45 @@
+"""Shared fixtures: an isolated cache root, a tiny config, and a small demo world."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from searchgrpo.config import Config, load_config
+
+
+@pytest.fixture(scope="session", autouse=True)
+def searchgrpo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache root per test session: the tiny model and demo worlds are built once."""
+    home = tmp_path_factory.mktemp("searchgrpo-home")
+    os.environ["SEARCHGRPO_HOME"] = str(home)
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    return home
+
+
+TINY_OVERRIDES = (
+    "model.base=tiny",
+    "data.demo.questions=24",
+    "data.demo.distractors=40",
+    "grpo.num_generations=3",
+    "grpo.max_new_tokens=12",
+    "grpo.max_prompt_tokens=384",
+    "data.max_table_rows=4",
+    "train.states_per_step=2",
+    "train.micro_batch_size=6",
+    "train.lr=1e-2",
+    "train.eval_every=0",
+    "train.save_every=0",
+)
+
+
+def tiny_config(tmp_path: Path, *overrides: str) -> Config:
+    """The tiny random model on a small demo world, writing runs under tmp_path."""
+    return load_config(None, [*TINY_OVERRIDES, f"train.output_dir={tmp_path / 'runs'}", *overrides])
+
+
+@pytest.fixture
+def tiny_cfg(tmp_path: Path) -> Config:
+    return tiny_config(tmp_path)
