@@ -1,0 +1,149 @@
+"""The frozen DocumentChecker: labels each retrieved document IMPORTANT, RELEVANT or IRRELEVANT.
+
+`DocumentChecker` is the interface every backend implements. It takes a batch of requests so that
+backends can deduplicate, cache and call a server concurrently. This module holds the `gold`
+backend, which labels from the data with no model:
+
+1. a label the data records for (question, docid) wins: gold documents are IMPORTANT, and the
+   multi-agent checkpoints' own verdicts are reused as they are;
+2. otherwise a document is RELEVANT if it mentions, as a whole phrase, the title of one of the
+   question's IMPORTANT documents, or if its own title appears in the question (titles are compared
+   without a trailing parenthetical, so "Get Low (song)" matches "Get Low");
+3. otherwise it is IRRELEVANT.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Iterable, Mapping, Protocol, Sequence
+
+from searchgrpo.corpus import Corpus
+from searchgrpo.search import tokenize
+
+
+class Label(str, Enum):
+    """The checker's three labels."""
+
+    IMPORTANT = "IMPORTANT"
+    RELEVANT = "RELEVANT"
+    IRRELEVANT = "IRRELEVANT"
+
+    @classmethod
+    def parse(cls, text: object) -> "Label | None":
+        if isinstance(text, str) and text.strip().upper() in cls.__members__:
+            return cls[text.strip().upper()]
+        return None
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """One document to label for one question."""
+
+    question_id: str
+    question: str
+    sub_goals: tuple[str, ...]
+    docid: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The checker's answer for one request."""
+
+    label: Label
+    reason: str = ""
+
+
+class DocumentChecker(Protocol):
+    """Labels documents. Implementations must be deterministic for a given request (frozen)."""
+
+    name: str
+
+    def check(self, requests: Sequence[CheckRequest]) -> list[Verdict]: ...
+
+
+@dataclass
+class QuestionLabels:
+    """What the data says about one question's documents."""
+
+    question: str
+    labels: dict[str, Label] = field(default_factory=dict)
+    """Recorded labels by docid (gold docids are IMPORTANT)."""
+
+    @property
+    def important(self) -> set[str]:
+        return {d for d, lab in self.labels.items() if lab is Label.IMPORTANT}
+
+
+_PAREN = re.compile(r"\s*\([^)]*\)\s*$")
+
+
+def title_phrase(title: str) -> str:
+    """A title as a space-joined token phrase, without a trailing parenthetical."""
+    return " ".join(tokenize(_PAREN.sub("", title)))
+
+
+class GoldChecker:
+    """Labels from the data (see the module docstring for the rule)."""
+
+    name = "gold"
+
+    def __init__(self, corpus: Corpus, questions: Mapping[str, QuestionLabels]) -> None:
+        self.corpus = corpus
+        self.questions = dict(questions)
+        self._phrases: dict[str, list[str]] = {}
+        self._padded: dict[str, str] = {}
+
+    def add_question(self, question_id: str, labels: QuestionLabels) -> None:
+        self.questions[question_id] = labels
+        self._phrases.pop(question_id, None)
+
+    def _gold_phrases(self, question_id: str) -> list[str]:
+        phrases = self._phrases.get(question_id)
+        if phrases is None:
+            q = self.questions.get(question_id)
+            titles = []
+            for docid in sorted(q.important) if q else []:
+                doc = self.corpus.get(docid)
+                if doc is not None:
+                    titles.append(title_phrase(doc.title))
+            phrases = self._phrases[question_id] = [t for t in titles if len(t) >= 3]
+        return phrases
+
+    def _padded_text(self, docid: str, title: str, text: str) -> str:
+        padded = self._padded.get(docid)
+        if padded is None:
+            padded = self._padded[docid] = " " + " ".join(tokenize(f"{title} {text}")) + " "
+        return padded
+
+    def label(self, request: CheckRequest) -> Verdict:
+        q = self.questions.get(request.question_id)
+        if q is not None:
+            recorded = q.labels.get(request.docid)
+            if recorded is not None:
+                return Verdict(recorded, "recorded in the data")
+        padded = self._padded_text(request.docid, request.title, request.text)
+        for phrase in self._gold_phrases(request.question_id):
+            if f" {phrase} " in padded:
+                return Verdict(Label.RELEVANT, f"mentions '{phrase}'")
+        own = title_phrase(request.title)
+        question = " " + " ".join(tokenize(request.question)) + " "
+        if len(own) >= 3 and f" {own} " in question:
+            return Verdict(Label.RELEVANT, "its title appears in the question")
+        return Verdict(Label.IRRELEVANT, "no link to the question's evidence")
+
+    def check(self, requests: Sequence[CheckRequest]) -> list[Verdict]:
+        return [self.label(r) for r in requests]
+
+
+def labels_from_pairs(question: str, pairs: Iterable[tuple[str, str]]) -> QuestionLabels:
+    """QuestionLabels from (docid, label text) pairs; unknown label texts are ignored."""
+    out = QuestionLabels(question)
+    for docid, text in pairs:
+        lab = Label.parse(text)
+        if lab is not None:
+            out.labels[docid] = lab
+    return out

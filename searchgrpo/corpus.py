@@ -1,0 +1,110 @@
+"""The searchable corpus: a JSONL file of `{"docid", "title", "text"}` documents.
+
+Loading never crashes on bad lines: invalid JSON, missing or mistyped fields, empty documents and
+duplicate docids are reported by `path:line` and skipped (or raised under `strict`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from searchgrpo.errors import IssueLog, UserError
+from searchgrpo.fileio import atomic_write_text
+
+
+@dataclass(frozen=True)
+class Document:
+    """One searchable document."""
+
+    docid: str
+    title: str
+    text: str
+
+    def snippet(self, chars: int) -> str:
+        text = " ".join(self.text.split())
+        return text if len(text) <= chars else text[: max(chars - 1, 0)].rstrip() + "…"
+
+
+class Corpus:
+    """Documents in file order, addressable by docid."""
+
+    def __init__(self, documents: Iterable[Document], source: str = "<memory>") -> None:
+        self.documents: list[Document] = list(documents)
+        self.source = source
+        self._by_id = {d.docid: i for i, d in enumerate(self.documents)}
+        if len(self._by_id) != len(self.documents):
+            raise ValueError(f"{source}: duplicate docids in corpus")
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def __iter__(self) -> Iterator[Document]:
+        return iter(self.documents)
+
+    def __contains__(self, docid: object) -> bool:
+        return docid in self._by_id
+
+    def get(self, docid: str) -> Document | None:
+        i = self._by_id.get(docid)
+        return None if i is None else self.documents[i]
+
+    def index_of(self, docid: str) -> int:
+        return self._by_id[docid]
+
+
+def parse_document(obj: object) -> Document:
+    """Validate one decoded JSON line; raises ValueError naming the bad field."""
+    if not isinstance(obj, dict):
+        raise ValueError("expected a JSON object")
+    for key in ("docid", "title", "text"):
+        if not isinstance(obj.get(key), str):
+            raise ValueError(f"field '{key}' must be a string")
+    if not obj["docid"].strip():
+        raise ValueError("field 'docid' is empty")
+    if not obj["title"].strip() and not obj["text"].strip():
+        raise ValueError("document has no title and no text")
+    return Document(obj["docid"], obj["title"], obj["text"])
+
+
+def load_corpus(path: str | os.PathLike[str], issues: IssueLog | None = None) -> Corpus:
+    """Read a JSONL corpus, skipping (and reporting) malformed lines."""
+    issues = issues if issues is not None else IssueLog()
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{p}: corpus file not found (data.corpus)")
+    docs: list[Document] = []
+    seen: set[str] = set()
+    with p.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            where = f"{p}:{lineno}"
+            if not raw.strip():
+                continue
+            try:
+                doc = parse_document(json.loads(raw.decode("utf-8")))
+            except UnicodeDecodeError:
+                issues.report(where, "not valid UTF-8")
+                continue
+            except json.JSONDecodeError as exc:
+                issues.report(where, f"invalid JSON ({exc.msg})")
+                continue
+            except ValueError as exc:
+                issues.report(where, str(exc))
+                continue
+            if doc.docid in seen:
+                issues.report(where, f"duplicate docid {doc.docid!r} (the first one is kept)")
+                continue
+            seen.add(doc.docid)
+            docs.append(doc)
+    if not docs:
+        raise UserError(f"{p}: corpus holds no valid documents")
+    return Corpus(docs, source=str(p))
+
+
+def write_corpus(path: str | os.PathLike[str], documents: Iterable[Document]) -> None:
+    """Write documents as JSONL, atomically."""
+    lines = (json.dumps({"docid": d.docid, "title": d.title, "text": d.text}, ensure_ascii=False) for d in documents)
+    atomic_write_text(Path(path), "".join(line + "\n" for line in lines))
