@@ -1,0 +1,134 @@
+"""Assembling a run's data from the config: corpus, states, labels, split, checker and env.
+
+With `data.checkpoints` and `data.corpus` null, the embedded demo world is used: the first call
+generates it (corpus, questions, and checkpoints from a baseline multi-agent pass) into the cache
+root, atomically, keyed by its size and seed; later calls reuse it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from searchgrpo.checker import DocumentChecker, GoldChecker, Label, QuestionLabels
+from searchgrpo.agent_checkpoints import SearchState, load_states, split_by_question
+from searchgrpo.config import Config, DemoConfig, home_dir
+from searchgrpo.corpus import Corpus, load_corpus, write_corpus
+from searchgrpo.demo_world import GENERATOR_VERSION, generate_world
+from searchgrpo.env import SearchRoundEnv
+from searchgrpo.errors import IssueLog, UserError
+from searchgrpo.fileio import atomic_dir
+from searchgrpo.questions import write_questions
+from searchgrpo.reward import RewardCalculator
+from searchgrpo.search import BM25Search, Retriever, search_for_corpus
+
+
+@dataclass(frozen=True)
+class DemoPaths:
+    root: Path
+    corpus: Path
+    questions: Path
+    checkpoints: Path
+
+
+def demo_dir(cfg: Config) -> Path:
+    d = cfg.data.demo
+    return home_dir(cfg) / "demo" / f"v{GENERATOR_VERSION}-q{d.questions}-d{d.distractors}-s{d.seed}"
+
+
+def build_demo(target: Path, demo: DemoConfig, *, top_k: int = 5, progress: Callable[[int, int], None] | None = None) -> DemoPaths:
+    """Generate the demo world into `target` (atomically) unless it is already there."""
+    paths = DemoPaths(target, target / "corpus.jsonl", target / "questions.jsonl", target / "checkpoints")
+    if paths.checkpoints.is_dir() and paths.corpus.is_file():
+        return paths
+    from searchgrpo.collect import collect
+
+    try:
+        with atomic_dir(target) as tmp:
+            world = generate_world(demo.questions, demo.distractors, demo.seed)
+            write_corpus(tmp / "corpus.jsonl", world.documents)
+            write_questions(tmp / "questions.jsonl", world.questions)
+            corpus = Corpus(world.documents, source=str(tmp / "corpus.jsonl"))
+            labels = {
+                q.id: QuestionLabels(q.question, dict.fromkeys(q.gold, Label.IMPORTANT)) for q in world.questions
+            }
+            collect(
+                world.questions, BM25Search(corpus), GoldChecker(corpus, labels), tmp / "checkpoints",
+                top_k=top_k, seed=demo.seed, progress=progress,
+            )
+    except FileExistsError:
+        pass  # another process finished it first
+    return paths
+
+
+@dataclass
+class Dataset:
+    """Everything a run needs from its data."""
+
+    corpus: Corpus
+    train: list[SearchState]
+    eval: list[SearchState]
+    labels: dict[str, QuestionLabels]
+    issues: IssueLog
+    checkpoints_dir: Path
+    corpus_path: Path
+    is_demo: bool
+
+
+def resolve_data_paths(cfg: Config, progress: Callable[[int, int], None] | None = None) -> tuple[Path, Path, bool]:
+    """(checkpoints folder, corpus file, whether it is the demo world)."""
+    ckpts, corpus = cfg.data.checkpoints, cfg.data.corpus
+    if ckpts is None and corpus is None:
+        demo = build_demo(demo_dir(cfg), cfg.data.demo, top_k=cfg.env.top_k, progress=progress)
+        return demo.checkpoints, demo.corpus, True
+    if ckpts is None or corpus is None:
+        missing = "data.corpus" if corpus is None else "data.checkpoints"
+        raise UserError(f"{missing} is null: set both data.checkpoints and data.corpus, or neither for the demo world")
+    return Path(ckpts).expanduser(), Path(corpus).expanduser(), False
+
+
+def load_dataset(cfg: Config, *, strict: bool | None = None, progress: Callable[[int, int], None] | None = None) -> Dataset:
+    """Load corpus and states, split by question, and check that states refer to the corpus."""
+    strict = cfg.data.strict if strict is None else strict
+    ckpt_dir, corpus_path, is_demo = resolve_data_paths(cfg, progress)
+    issues = IssueLog(strict)
+    corpus = load_corpus(corpus_path, issues)
+    loaded = load_states(
+        ckpt_dir,
+        min_clues_per_round=cfg.data.min_clues_per_round,
+        max_samples_per_question=cfg.data.max_samples_per_question,
+        strict=strict,
+        seed=cfg.data.split_seed,
+    )
+    issues.issues.extend(loaded.issues.issues)
+    if not loaded.states:
+        raise UserError(
+            f"{ckpt_dir}: no usable SEARCH-round states ({len(loaded.issues)} malformed files, "
+            f"{loaded.rounds_skipped_few_clues} rounds with fewer than data.min_clues_per_round clues)"
+        )
+    train, evals = split_by_question(loaded.states, cfg.data.eval_fraction, cfg.data.split_seed)
+    if not train:
+        raise UserError(f"{ckpt_dir}: every question went to eval; lower data.eval_fraction")
+    return Dataset(corpus, train, evals, loaded.labels, issues, ckpt_dir, corpus_path, is_demo)
+
+
+def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:
+    if cfg.env.checker == "gold":
+        return GoldChecker(dataset.corpus, dataset.labels)
+    raise UserError(f"env.checker = {cfg.env.checker!r} is not available")
+
+
+def make_retriever(dataset: Dataset) -> Retriever:
+    return search_for_corpus(dataset.corpus)
+
+
+def make_env(cfg: Config, dataset: Dataset, checker: DocumentChecker | None = None) -> SearchRoundEnv:
+    return SearchRoundEnv(
+        make_retriever(dataset),
+        checker or make_checker(cfg, dataset),
+        RewardCalculator(cfg.reward),
+        top_k=cfg.env.top_k,
+        min_clues=cfg.env.min_clues,
+        max_clues=cfg.env.max_clues,
+    )
