@@ -1,0 +1,147 @@
+"""The search-round environment: run a clue set through BM25 and the frozen checker, score it.
+
+`SearchRoundEnv.reset(state)` fixes the state (question, tables, docids already discovered);
+`step(clues)` searches every clue (top-k each), takes the union of documents in first-seen
+order, has the checker label them, and returns the documents, verdicts and reward breakdown.
+`score_group` does the same for all K samples of a state with a single, deduplicated checker
+batch, which is how the trainer calls it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from searchgrpo.checker import CheckRequest, DocumentChecker, Label, Verdict
+from searchgrpo.agent_checkpoints import SearchState
+from searchgrpo.prompts import ParsedClues, normalise_clue, parse_clues
+from searchgrpo.reward import RewardBreakdown, RewardCalculator, component_counts
+from searchgrpo.search import Retriever
+
+
+@dataclass(frozen=True)
+class RetrievedDoc:
+    """One distinct document a clue set found, with the checker's verdict."""
+
+    docid: str
+    title: str
+    clue_index: int
+    """The first clue that retrieved it."""
+    rank: int
+    """Its rank under that clue (0 = best)."""
+    score: float
+    new: bool
+    """Not among the state's already-discovered docids."""
+    label: Label
+    reason: str
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one clue set achieved."""
+
+    clues: tuple[str, ...]
+    parsed: ParsedClues
+    docs: tuple[RetrievedDoc, ...]
+    reward: RewardBreakdown
+
+
+@dataclass(frozen=True)
+class _Found:
+    docid: str
+    clue_index: int
+    rank: int
+    score: float
+
+
+class SearchRoundEnv:
+    """One SEARCH round of the multi-agent system, with frozen retrieval, checker and reward."""
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        checker: DocumentChecker,
+        reward: RewardCalculator,
+        *,
+        top_k: int,
+        min_clues: int,
+        max_clues: int,
+    ) -> None:
+        self.retriever = retriever
+        self.checker = checker
+        self.reward = reward
+        self.top_k = top_k
+        self.min_clues = min_clues
+        self.max_clues = max_clues
+        self.state: SearchState | None = None
+
+    def reset(self, state: SearchState) -> SearchState:
+        self.state = state
+        return state
+
+    def step(self, clues: str | Sequence[str]) -> StepResult:
+        """Run one clue set (a completion's text, or a list of clues) in the current state."""
+        if self.state is None:
+            raise RuntimeError("call reset(state) before step()")
+        return self.score_group(self.state, [clues])[0]
+
+    def parse(self, completion: str | Sequence[str]) -> ParsedClues:
+        if isinstance(completion, str):
+            return parse_clues(completion, self.max_clues)
+        kept = tuple(c for c in completion if c.strip())
+        return ParsedClues(kept[: self.max_clues], len(kept), not kept)
+
+    def retrieve(self, clues: Sequence[str]) -> tuple[list[_Found], int]:
+        """The union of each distinct clue's top-k, first seen first; and the duplicate count."""
+        found: dict[str, _Found] = {}
+        seen_clues: set[str] = set()
+        duplicates = 0
+        for i, clue in enumerate(clues):
+            norm = normalise_clue(clue)
+            if norm in seen_clues:
+                duplicates += 1
+                continue
+            seen_clues.add(norm)
+            for hit in self.retriever.search(clue, self.top_k):
+                if hit.docid not in found:
+                    found[hit.docid] = _Found(hit.docid, i, hit.rank, hit.score)
+        return list(found.values()), duplicates
+
+    def score_group(self, state: SearchState, completions: Sequence[str | Sequence[str]]) -> list[StepResult]:
+        """Score K completions of one state with one deduplicated checker batch."""
+        corpus = self.retriever.corpus
+        parsed = [self.parse(c) for c in completions]
+        runs = [self.retrieve(p.clues) for p in parsed]
+        wanted = sorted({f.docid for found, _ in runs for f in found})
+        requests = []
+        for docid in wanted:
+            doc = corpus.get(docid)
+            assert doc is not None, docid
+            requests.append(CheckRequest(state.question_id, state.question, state.sub_goals, docid, doc.title, doc.text))
+        verdicts: dict[str, Verdict] = dict(zip(wanted, self.checker.check(requests)))
+        discovered = state.discovered
+        results = []
+        for p, (found, duplicates) in zip(parsed, runs):
+            docs = tuple(
+                RetrievedDoc(
+                    f.docid,
+                    corpus.get(f.docid).title,  # type: ignore[union-attr]
+                    f.clue_index,
+                    f.rank,
+                    f.score,
+                    f.docid not in discovered,
+                    verdicts[f.docid].label,
+                    verdicts[f.docid].reason,
+                )
+                for f in found
+            )
+            counts = component_counts(
+                retrieved=[(d.label, not d.new) for d in docs],
+                duplicate_clues=duplicates,
+                unparsable=p.unparsable,
+                clues_written=p.written,
+                min_clues=self.min_clues,
+                max_clues=self.max_clues,
+            )
+            results.append(StepResult(p.clues, p, docs, self.reward.combine(counts)))
+        return results

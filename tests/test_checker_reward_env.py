@@ -1,0 +1,99 @@
+"""The gold checker's rule, reward components and the environment."""
+
+import pytest
+
+from searchgrpo.agent_checkpoints import RoundState, SearchState
+from searchgrpo.checker import CheckRequest, GoldChecker, Label, QuestionLabels
+from searchgrpo.config import RewardConfig
+from searchgrpo.corpus import Corpus, Document
+from searchgrpo.env import SearchRoundEnv
+from searchgrpo.reward import COMPONENTS, RewardCalculator, component_counts
+from searchgrpo.search import BM25Search
+
+DOCS = [
+    Document("d0", "Krallo Systems", "Krallo Systems is a software company founded by Maren Dolvik."),
+    Document("d1", "Maren Dolvik", "Maren Dolvik was born in Orvane and studied law."),
+    Document("d2", "Orvane", "Orvane is a river city mentioned nowhere else."),
+    Document("d3", "Dolvik Prize", "A prize named after Maren Dolvik, the founder."),
+    Document("d4", "Get Low (song)", "A song."),
+    Document("d5", "Zeta", "Unrelated text about zebras."),
+]
+QUESTION = "In which city was the founder of Krallo Systems born?"
+
+
+def checker():
+    corpus = Corpus(DOCS)
+    labels = QuestionLabels(QUESTION, {"d0": Label.IMPORTANT, "d1": Label.IMPORTANT, "d5": Label.RELEVANT})
+    return GoldChecker(corpus, {"q": labels, "q2": QuestionLabels("Who sang Get Low?")})
+
+
+def label(c, qid, docid, question=QUESTION):
+    d = next(x for x in DOCS if x.docid == docid)
+    return c.check([CheckRequest(qid, question, (), d.docid, d.title, d.text)])[0].label
+
+
+def test_gold_checker_rule():
+    c = checker()
+    assert label(c, "q", "d0") is Label.IMPORTANT  # gold
+    assert label(c, "q", "d5") is Label.RELEVANT  # recorded label wins
+    assert label(c, "q", "d3") is Label.RELEVANT  # mentions a gold document's title
+    assert label(c, "q", "d2") is Label.IRRELEVANT
+    assert label(c, "q2", "d4", "Who sang Get Low?") is Label.RELEVANT  # title (minus parenthetical) in question
+    assert label(c, "unknown-question", "d2") is Label.IRRELEVANT
+
+
+def test_component_counts_table():
+    cases = [
+        # retrieved, dup, unparsable, written -> expected non-zero counts
+        ([(Label.IMPORTANT, False), (Label.IMPORTANT, True)], 0, False, 2, {"new_important": 1, "already_discovered": 1}),
+        ([(Label.RELEVANT, False), (Label.IRRELEVANT, False)], 1, False, 3, {"new_relevant": 1, "irrelevant": 1, "duplicate_clue": 1}),
+        ([], 0, True, 0, {"unparsable": 1}),
+        ([], 0, False, 1, {"clue_count_out_of_bounds": 1}),
+        ([], 0, False, 7, {"clue_count_out_of_bounds": 3}),
+    ]
+    for retrieved, dup, unparsable, written, expected in cases:
+        counts = component_counts(retrieved=retrieved, duplicate_clues=dup, unparsable=unparsable,
+                                  clues_written=written, min_clues=2, max_clues=4)
+        assert set(counts) == set(COMPONENTS)
+        assert {k: v for k, v in counts.items() if v} == expected
+
+
+def test_reward_is_the_weighted_sum():
+    calc = RewardCalculator(RewardConfig())
+    b = calc.combine({"new_important": 2, "irrelevant": 3, "duplicate_clue": 1})
+    assert b.weighted["new_important"] == 2.0
+    assert b.weighted["irrelevant"] == pytest.approx(-0.15)
+    assert b.total == pytest.approx(2.0 - 0.15 - 0.25)
+    assert b.weighted["unparsable"] == 0.0 and str(b.weighted["unparsable"]) == "0.0"  # never -0.0
+
+
+def make_env(top_k=2):
+    corpus = Corpus(DOCS)
+    return SearchRoundEnv(BM25Search(corpus), checker(), RewardCalculator(RewardConfig()), top_k=top_k,
+                          min_clues=2, max_clues=4)
+
+
+STATE = SearchState("q/run_001/r003", "q", QUESTION, (), 3, RoundState(discovered_docids=("d0",)), ("x", "y"))
+
+
+def test_env_step_reports_docs_verdicts_and_reward():
+    env = make_env()
+    env.reset(STATE)
+    result = env.step("Maren Dolvik born\n2. maren   dolvik BORN\nKrallo Systems")
+    assert result.clues == ("Maren Dolvik born", "maren dolvik BORN", "Krallo Systems")
+    by_id = {d.docid: d for d in result.docs}
+    assert by_id["d1"].label is Label.IMPORTANT and by_id["d1"].new and by_id["d1"].clue_index == 0
+    assert not by_id["d0"].new  # already discovered
+    counts = result.reward.counts
+    assert counts["new_important"] == 1 and counts["duplicate_clue"] == 1 and counts["already_discovered"] == 1
+    assert result.reward.total == pytest.approx(sum(result.reward.weighted.values()))
+
+
+def test_env_unparsable_and_group_scoring():
+    env = make_env()
+    results = env.score_group(STATE, ["", "...", ["Orvane river", "zebras"]])
+    assert results[0].parsed.unparsable and results[0].reward.counts["unparsable"] == 1
+    assert results[1].parsed.unparsable
+    assert not results[2].parsed.unparsable and {d.docid for d in results[2].docs} >= {"d2", "d5"}
+    with pytest.raises(RuntimeError):
+        make_env().step("x")
