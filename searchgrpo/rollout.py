@@ -1,0 +1,280 @@
+"""Sampling clue sets from the policy and scoring their tokens.
+
+- `encode_prompt` renders a state with the chat template, shrinking the tables until the prompt
+  fits `grpo.max_prompt_tokens`.
+- `generate` samples K completions per prompt in one batched decoding loop (prompts left-padded
+  and encoded once each), and trims each completion after its first end-of-sequence token (which
+  it keeps, so the policy learns to stop).
+- `sequence_logprobs` returns per-token log-probs of the completions under the current weights,
+  computing logits only for completion positions (`logits_to_keep`) and never materialising a
+  full log-softmax.
+- `group_logprobs` does the same with a shared prefix: each state's prompt is encoded once and
+  its KV cache repeated for the K completions, instead of encoding the prompt K times. Prompts
+  are long and completions short, so this removes most of the compute. Gradients flow through the
+  shared cache, so the result (values and gradients) equals `sequence_logprobs`'.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from searchgrpo.agent_checkpoints import SearchState
+from searchgrpo.grpo import selective_log_softmax
+from searchgrpo.prompts import build_messages
+
+
+def encode_prompt(tokenizer: Any, state: SearchState, *, max_rows: int, max_tokens: int, min_clues: int, max_clues: int) -> list[int]:
+    """Token ids of the state's prompt; tables shrink (most recent rows kept) until it fits."""
+    rows = max_rows
+    while True:
+        messages = build_messages(state, rows, min_clues, max_clues)
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        ids = list(ids)
+        if len(ids) <= max_tokens:
+            return ids
+        if rows == 1:
+            # Still too long (a huge question or table row): keep the start and the instruction.
+            head = max_tokens // 2
+            return ids[:head] + ids[len(ids) - (max_tokens - head):]
+        rows = max(1, rows // 2)
+
+
+def stop_token_ids(policy_model: Any, tokenizer: Any) -> list[int]:
+    ids = {tokenizer.eos_token_id}
+    gen_eos = getattr(getattr(policy_model, "generation_config", None), "eos_token_id", None)
+    if isinstance(gen_eos, int):
+        ids.add(gen_eos)
+    elif isinstance(gen_eos, (list, tuple)):
+        ids.update(gen_eos)
+    return sorted(i for i in ids if i is not None)
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        if r:
+            ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
+            mask[i, width - len(r):] = 1
+    return ids.to(device), mask.to(device)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion."""
+
+    token_ids: list[int]
+    """Generated ids up to and including the first stop token."""
+    text: str
+    """Decoded without special tokens."""
+    truncated: bool
+    """Hit max_new_tokens without a stop token."""
+
+
+def next_tokens(logits: torch.Tensor, *, temperature: float, top_p: float, greedy: bool) -> torch.Tensor:
+    """Pick one token per row: argmax, or a sample at `temperature` from the top-p nucleus."""
+    if greedy:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        # Drop a token once the mass before it already reaches top_p; the top token always stays.
+        drop = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= top_p
+        sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+    return torch.multinomial(probs, num_samples=1).squeeze(-1)
+
+
+@torch.no_grad()
+def generate(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Sequence[int]],
+    *,
+    num_samples: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    greedy: bool = False,
+    device: Any = "cpu",
+) -> list[list[Completion]]:
+    """`num_samples` completions for each prompt, as [prompt][sample].
+
+    Each prompt is encoded once and its KV cache repeated for its samples (shared prefix); then
+    all rows decode together until every row has produced a stop token or `max_new_tokens`.
+    Sampling draws from torch's global RNG, so a seeded step samples the same clues.
+    """
+    stops = torch.tensor(stop_token_ids(model, tokenizer), device=device)
+    pad = tokenizer.pad_token_id
+    k = num_samples
+    prompt_ids, prompt_mask = left_pad(prompts, pad, device)
+    was_training = model.training
+    model.eval()
+    try:
+        out = model(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            position_ids=(prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache = getattr(out, "cache", None) or out.past_key_values
+        cache.batch_repeat_interleave(k)
+        logits = out.logits[:, -1, :].repeat_interleave(k, dim=0)
+        mask = prompt_mask.repeat_interleave(k, dim=0)
+        position = prompt_mask.sum(dim=1).repeat_interleave(k)
+        finished = torch.zeros(len(prompts) * k, dtype=torch.bool, device=device)
+        steps: list[torch.Tensor] = []
+        cache_arg = _cache_argument(model)
+        for _ in range(max_new_tokens):
+            token = next_tokens(logits, temperature=temperature, top_p=top_p, greedy=greedy)
+            token = torch.where(finished, torch.full_like(token, pad), token)
+            steps.append(token)
+            finished |= torch.isin(token, stops)
+            if bool(finished.all()):
+                break
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            out = model(
+                input_ids=token.unsqueeze(1),
+                attention_mask=mask,
+                position_ids=position.unsqueeze(1),
+                use_cache=True,
+                **{cache_arg: cache},
+            )
+            position = position + 1
+            logits = out.logits[:, -1, :]
+    finally:
+        model.train(was_training)
+    generated = torch.stack(steps, dim=1).tolist() if steps else [[] for _ in range(len(prompts) * k)]
+    stop_set = set(stops.tolist())
+    completions: list[Completion] = []
+    for ids in generated:
+        cut = next((i for i, t in enumerate(ids) if t in stop_set), None)
+        kept = ids[: cut + 1] if cut is not None else ids
+        text = tokenizer.decode(kept, skip_special_tokens=True)
+        completions.append(Completion(kept, text, cut is None))
+    return [completions[i * k:(i + 1) * k] for i in range(len(prompts))]
+
+
+@dataclass(frozen=True)
+class SequenceBatch:
+    """Prompt + completion rows laid out for one forward pass.
+
+    Prompts are left-padded to a common width P, so every completion starts at column P;
+    completions are right-padded to width C.
+    """
+
+    input_ids: torch.Tensor
+    """[B, P + C]"""
+    attention_mask: torch.Tensor
+    """[B, P + C]"""
+    position_ids: torch.Tensor
+    """[B, P + C], counting from each row's first real token."""
+    completion_ids: torch.Tensor
+    """[B, C]"""
+    completion_mask: torch.Tensor
+    """[B, C], 1 on real completion tokens."""
+
+
+def make_batch(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int, device: Any) -> SequenceBatch:
+    p_ids, p_mask = left_pad(prompts, pad_id, "cpu")
+    width = max(max(len(c) for c in completions), 1)
+    c_ids = torch.full((len(completions), width), pad_id, dtype=torch.long)
+    c_mask = torch.zeros((len(completions), width), dtype=torch.long)
+    for i, c in enumerate(completions):
+        if c:
+            c_ids[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+            c_mask[i, : len(c)] = 1
+    input_ids = torch.cat([p_ids, c_ids], dim=1)
+    attention_mask = torch.cat([p_mask, c_mask], dim=1)
+    position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+    return SequenceBatch(
+        input_ids.to(device), attention_mask.to(device), position_ids.to(device), c_ids.to(device), c_mask.to(device)
+    )
+
+
+@dataclass(frozen=True)
+class GroupBatch:
+    """G prompts, each with K completions, laid out for `group_logprobs`."""
+
+    prompt_ids: torch.Tensor
+    """[G, P], left-padded."""
+    prompt_mask: torch.Tensor
+    """[G, P]"""
+    completion_ids: torch.Tensor
+    """[G*K, C], right-padded; rows g*K .. g*K+K-1 belong to prompt g."""
+    completion_mask: torch.Tensor
+    """[G*K, C]"""
+    k: int
+
+
+def make_group_batch(
+    prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], k: int, pad_id: int, device: Any
+) -> GroupBatch:
+    """`completions` holds K rows per prompt, in prompt order."""
+    if len(completions) != len(prompts) * k:
+        raise ValueError(f"expected {len(prompts) * k} completions, got {len(completions)}")
+    p_ids, p_mask = left_pad(prompts, pad_id, device)
+    c = make_batch([[]] * len(completions), completions, pad_id, device)
+    return GroupBatch(p_ids, p_mask, c.completion_ids, c.completion_mask, k)
+
+
+def _cache_argument(model: Any) -> str:
+    """The forward() keyword that takes a KV cache: `cache` in transformers 5, else `past_key_values`."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def group_logprobs(model: Any, batch: GroupBatch, temperature: float = 1.0) -> torch.Tensor:
+    """[G*K, C] completion log-probs, encoding each prompt once (see the module docstring)."""
+    k = batch.k
+    prompt_pos = (batch.prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
+    out = model(
+        input_ids=batch.prompt_ids,
+        attention_mask=batch.prompt_mask,
+        position_ids=prompt_pos,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    cache = getattr(out, "cache", None) or out.past_key_values
+    cache.batch_repeat_interleave(k)
+    first = out.logits[:, -1:, :].repeat_interleave(k, dim=0)  # predicts each completion's first token
+    width = batch.completion_ids.shape[1]
+    prompt_len = batch.prompt_mask.sum(dim=1).repeat_interleave(k)
+    position_ids = prompt_len.unsqueeze(1) + torch.arange(width, device=prompt_len.device)
+    attention_mask = torch.cat([batch.prompt_mask.repeat_interleave(k, dim=0), batch.completion_mask], dim=1)
+    rest = model(
+        input_ids=batch.completion_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        use_cache=True,
+        logits_to_keep=width,
+        **{_cache_argument(model): cache},
+    ).logits[:, :-1, :]
+    logits = torch.cat([first, rest], dim=1)
+    if temperature != 1.0:
+        logits = logits / temperature
+    return selective_log_softmax(logits, batch.completion_ids)
+
+
+def sequence_logprobs(model: Any, batch: SequenceBatch, temperature: float = 1.0) -> torch.Tensor:
+    """[B, C] log-probs of each completion token under `model` (logits divided by temperature)."""
+    width = batch.completion_ids.shape[1]
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        use_cache=False,
+        logits_to_keep=width + 1,
+    )
+    logits = out.logits[:, :-1, :]  # position j predicts token j + 1
+    if temperature != 1.0:
+        logits = logits / temperature
+    return selective_log_softmax(logits, batch.completion_ids)

@@ -1,0 +1,88 @@
+"""Sampling and log-probs on the tiny model: the shared-prefix path equals the plain one."""
+
+import pytest
+import torch
+
+from searchgrpo.config import load_config
+from searchgrpo.model import load_policy
+from searchgrpo.rollout import (
+    generate,
+    group_logprobs,
+    left_pad,
+    make_batch,
+    make_group_batch,
+    next_tokens,
+    sequence_logprobs,
+)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    p = load_policy(load_config(None, ["model.base=tiny"]))
+    with torch.no_grad():  # a non-zero adapter, so that gradients reach both LoRA matrices
+        for name, param in p.model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.05)
+    return p
+
+
+def _prompts(tok):
+    return [tok("Question: who founded Krallo Systems and where was the founder born?").input_ids,
+            tok("Entities: none").input_ids]
+
+
+def test_shared_prefix_logprobs_and_gradients_equal_plain(policy):
+    tok, model = policy.tokenizer, policy.model
+    prompts, k = _prompts(tok), 3
+    comps = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14], [15], [16, 17, 18, 19, 20, 21], [22, 23]]
+    plain = make_batch([prompts[i // k] for i in range(6)], comps, tok.pad_token_id, "cpu")
+    shared = make_group_batch(prompts, comps, k, tok.pad_token_id, "cpu")
+    model.train()
+    grads = []
+    values = []
+    for fn, batch in ((sequence_logprobs, plain), (group_logprobs, shared)):
+        model.zero_grad()
+        logp = fn(model, batch, 0.7)
+        (logp * batch.completion_mask).sum().backward()
+        values.append(logp[batch.completion_mask.bool()])
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad})
+    assert torch.allclose(values[0], values[1], atol=1e-5)
+    for name in grads[0]:
+        assert torch.allclose(grads[0][name], grads[1][name], atol=1e-5), name
+    assert torch.equal(plain.completion_mask, shared.completion_mask)
+
+
+def test_greedy_generate_matches_transformers(policy):
+    tok, model = policy.tokenizer, policy.model
+    prompts = _prompts(tok)
+    ours = generate(model, tok, prompts, num_samples=1, max_new_tokens=10, greedy=True)
+    ids, mask = left_pad(prompts, tok.pad_token_id, "cpu")
+    model.eval()
+    ref = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=10, do_sample=False,
+                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    for i, group in enumerate(ours):
+        expected = ref[i, ids.shape[1]:].tolist()
+        assert group[0].token_ids == expected[: len(group[0].token_ids)]
+
+
+def test_sampling_is_seeded_and_stops_after_eos(policy):
+    tok, model = policy.tokenizer, policy.model
+    torch.manual_seed(1)
+    a = generate(model, tok, _prompts(tok), num_samples=3, max_new_tokens=8, temperature=1.0, top_p=0.9)
+    torch.manual_seed(1)
+    b = generate(model, tok, _prompts(tok), num_samples=3, max_new_tokens=8, temperature=1.0, top_p=0.9)
+    assert [[c.token_ids for c in g] for g in a] == [[c.token_ids for c in g] for g in b]
+    assert len(a) == 2 and all(len(g) == 3 for g in a)
+    for c in (c for g in a for c in g):
+        assert tok.eos_token_id not in c.token_ids[:-1]
+        assert c.truncated == (tok.eos_token_id not in c.token_ids)
+
+
+def test_top_p_keeps_the_nucleus():
+    torch.manual_seed(0)
+    logits = torch.log(torch.tensor([[0.6, 0.3, 0.1]]))
+    picks = {int(next_tokens(logits, temperature=1.0, top_p=0.5, greedy=False)) for _ in range(50)}
+    assert picks == {0}
+    picks = {int(next_tokens(logits, temperature=1.0, top_p=0.85, greedy=False)) for _ in range(200)}
+    assert picks == {0, 1}
+    assert int(next_tokens(logits, temperature=1.0, top_p=1.0, greedy=True)) == 0
