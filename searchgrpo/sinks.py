@@ -1,0 +1,146 @@
+"""Where events go: a JSONL log, the terminal, or several at once.
+
+`JsonlSink` appends one JSON object per line to `runs/<run_id>/events.jsonl` and flushes each
+line, so `searchgrpo tui --attach` can follow a run live. `ConsoleSink` renders headless progress
+with rich. `fanout` sends each event to several sinks.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+from searchgrpo.events import (
+    CheckpointSaved,
+    EvalFinished,
+    EventSink,
+    GroupScored,
+    LogMessage,
+    RunFailed,
+    RunFinished,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    StepFinished,
+    event_from_dict,
+    event_to_dict,
+)
+
+
+class JsonlSink:
+    """Appends events to a JSONL file, one flushed line each."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = self.path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Any) -> None:
+        line = json.dumps(event_to_dict(event), ensure_ascii=False, allow_nan=True)
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.write(line + "\n")
+                self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()
+
+
+def read_events(path: str | Path) -> Iterator[Any]:
+    """Events of a JSONL file; a torn last line (a run killed mid-write) is ignored."""
+    with Path(path).open("r", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                return
+            try:
+                yield event_from_dict(json.loads(line))
+            except (ValueError, TypeError):
+                continue
+
+
+def fanout(*sinks: EventSink) -> EventSink:
+    """A sink that forwards every event to each of `sinks` in turn."""
+
+    def send(event: Any) -> None:
+        for sink in sinks:
+            sink(event)
+
+    return send
+
+
+class ConsoleSink:
+    """Headless progress on the terminal: a progress bar, one line per step, and notices."""
+
+    def __init__(self, console: Any = None, every: int = 1) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.console = console or Console(stderr=True)
+        self.every = max(every, 1)
+        self._progress = Progress(
+            TextColumn("[bold]train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=self.console,
+            transient=False,
+        )
+        self._task: Any = None
+        self._groups: list[GroupScored] = []
+
+    def _line(self, text: str) -> None:
+        self.console.print(text, highlight=False)
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, RunStarted):
+            verb = "resuming" if event.start_step else "starting"
+            self._line(
+                f"[bold]{verb}[/] run {event.run_id} on {event.device}: {event.base_model}, "
+                f"{event.num_train_states} train / {event.num_eval_states} eval states, "
+                f"{event.total_steps} steps -> {event.run_dir}"
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("train", total=event.total_steps, completed=event.start_step, status="")
+        elif isinstance(event, GroupScored):
+            self._groups.append(event)
+        elif isinstance(event, StepFinished):
+            m = event.metrics
+            status = f"reward {m.get('reward/mean', 0):+.3f}  loss {m.get('loss/total', 0):+.4f}  {m.get('time/step', 0):.1f}s/step"
+            if self._task is not None:
+                self._progress.update(self._task, completed=event.step, status=status)
+            if event.step % self.every == 0:
+                self._line(
+                    f"step {event.step:>5}/{event.total_steps}  reward {m.get('reward/mean', 0):+.3f}"
+                    f" ±{m.get('reward/std', 0):.3f}  zero-std {m.get('reward/frac_zero_std', 0):.2f}"
+                    f"  loss {m.get('loss/total', 0):+.4f}  kl {m.get('loss/kl', 0):.4f}"
+                    f"  clip {m.get('loss/clip_frac', 0):.3f}  {m.get('time/step', 0):.1f}s"
+                )
+            self._groups.clear()
+        elif isinstance(event, EvalFinished):
+            m = event.metrics
+            self._line(
+                f"[cyan]eval[/] step {event.step}: reward {m.get('eval/reward_mean', 0):+.3f}, "
+                f"IMPORTANT discovery {m.get('eval/important_discovery', 0):.3f} "
+                f"over {int(m.get('eval/states', 0))} states"
+            )
+        elif isinstance(event, CheckpointSaved):
+            self._line(f"[green]checkpoint[/] step {event.step} -> {event.path}")
+        elif isinstance(event, RunPaused):
+            self._line(f"paused at step {event.step}")
+        elif isinstance(event, RunResumed):
+            self._line(f"resumed at step {event.step}")
+        elif isinstance(event, LogMessage):
+            style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
+            self._line(f"[{style}]{event.level}[/]: {event.text}")
+        elif isinstance(event, RunFinished):
+            self._progress.stop()
+            self._line(f"[bold]run {event.reason}[/] at step {event.step}")
+        elif isinstance(event, RunFailed):
+            self._progress.stop()
+            self._line(f"[bold red]run failed[/] at step {event.step}: {event.error}")
+

@@ -1,0 +1,139 @@
+"""The CLI: in-process with Typer's runner, and end to end in subprocesses."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import searchgrpo.cli as cli
+from searchgrpo.sinks import read_events
+from searchgrpo.train_checkpoints import latest_checkpoint, list_checkpoints
+from tests.conftest import TINY_OVERRIDES
+
+runner = CliRunner()
+SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
+
+
+def searchgrpo(*args: str, cwd: Path, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "searchgrpo", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, **kw)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_config_command_shows_overrides():
+    result = runner.invoke(cli.app, ["config", "--set", "grpo.beta=0.5"])
+    assert result.exit_code == 0
+    assert "grpo.beta" in result.output and "0.5" in result.output
+
+
+def test_bad_override_is_one_line_exit_2(tmp_path):
+    proc = searchgrpo("config", "--set", "grpo.num_generations=1", cwd=tmp_path)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert out.strip().splitlines() == [
+        "error: <defaults> + --set: grpo.num_generations = 1 is out of range: expected >= 2"
+    ]
+
+
+def test_train_receives_the_parsed_config(monkeypatch, tmp_path):
+    seen = {}
+    monkeypatch.setattr(cli, "run_headless", lambda cfg, **kw: seen.update(cfg=cfg, **kw) or 0)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli.app, ["train", "--headless", "--debug", "--epochs", "3", "--set", "train.lr=1e-4"])
+    assert result.exit_code == 0, result.output
+    cfg = seen["cfg"]
+    assert cfg.train.epochs == 3 and cfg.train.lr == 1e-4 and cfg.train.max_steps == 4
+    assert cfg.grpo.num_generations == 2 and seen["resume"] is False
+
+
+def test_check_reports_every_stage(tmp_path):
+    result = runner.invoke(cli.app, ["check", *SETS], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    for name in ("config", "data", "split", "search", "checker+reward", "model", "forward"):
+        assert name in result.output
+    assert "FAIL" not in result.output
+
+
+def test_check_points_at_the_broken_part(tmp_path):
+    result = runner.invoke(cli.app, ["check", "--no-model", "--set", f"data.checkpoints={tmp_path}/none",
+                                     "--set", f"data.corpus={tmp_path}/none.jsonl"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    assert "FAIL" in result.output and "SKIP" in result.output
+
+
+def test_demo_world_command(tmp_path):
+    out = tmp_path / "world"
+    result = runner.invoke(cli.app, ["demo-world", "--out", str(out), "--questions", "5", "--distractors", "10"])
+    assert result.exit_code == 0, result.output
+    assert (out / "corpus.jsonl").is_file() and (out / "questions.jsonl").is_file()
+    assert len(list((out / "checkpoints").iterdir())) == 5
+
+
+def test_headless_debug_run_writes_events_and_a_checkpoint(tmp_path):
+    proc = searchgrpo("train", "--headless", "--debug", *SETS, "--set", "train.run_name=dbg", cwd=tmp_path)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    run_dir = tmp_path / "runs" / "dbg"
+    events = list(read_events(run_dir / "events.jsonl"))
+    assert type(events[0]).__name__ == "RunStarted" and type(events[-1]).__name__ == "RunFinished"
+    assert latest_checkpoint(run_dir).step == 4
+    assert "run completed at step 4" in out
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    proc = searchgrpo("train", "--headless", *SETS, "--set", "train.run_name=term", "--set", "train.max_steps=500",
+                      cwd=tmp_path)
+    events = tmp_path / "runs" / "term" / "events.jsonl"
+    _wait_for(lambda: events.is_file() and '"StepFinished"' in events.read_text(), proc)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    last = list(read_events(events))[-1]
+    assert type(last).__name__ == "RunFinished" and last.reason == "stopped"
+    assert latest_checkpoint(tmp_path / "runs" / "term").step == last.step
+
+
+def test_sigkill_then_resume_completes_the_run(tmp_path):
+    """Kill -9 mid-training (checkpoints every step), resume, finish: no corrupt checkpoint."""
+    args = ["train", "--headless", *SETS, "--set", "train.run_name=kill", "--set", "train.max_steps=12",
+            "--set", "train.save_every=1", "--set", "train.keep_last=2"]
+    run_dir = tmp_path / "runs" / "kill"
+    proc = searchgrpo(*args, cwd=tmp_path)
+    _wait_for(lambda: (latest_checkpoint(run_dir) or _NoStep).step >= 3, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    killed_at = latest_checkpoint(run_dir).step
+    assert killed_at < 12
+    proc = searchgrpo(*args, "--resume", cwd=tmp_path)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    assert [c.step for c in list_checkpoints(run_dir)] == [11, 12]
+    assert not [p for p in (run_dir / "checkpoints").iterdir() if ".tmp-" in p.name]
+    steps = [e.step for e in read_events(run_dir / "events.jsonl") if type(e).__name__ == "StepFinished"]
+    assert steps[-1] == 12 and set(range(1, 13)) <= set(steps)
+    for info in list_checkpoints(run_dir):
+        assert json.loads((info.path / "trainer_state.json").read_text())["step"] == info.step
+
+
+class _NoStep:
+    step = -1
+
+
+def _wait_for(condition, proc: subprocess.Popen, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"process exited early:\n{proc.stdout.read()}")
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail("timed out")

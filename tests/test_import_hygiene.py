@@ -1,0 +1,38 @@
+"""The core never imports the console; the CLI's help does not load torch."""
+
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import searchgrpo
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE_MODULES = sorted(m.name for m in pkgutil.iter_modules(searchgrpo.__path__) if m.name != "__main__")
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"{statement}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize("module", CORE_MODULES)
+def test_core_module_does_not_import_textual(module):
+    loaded = _loaded_after(f"import searchgrpo.{module}")
+    assert "textual" not in loaded and "tui" not in loaded
+
+
+def test_help_does_not_import_torch():
+    loaded = _loaded_after("from searchgrpo.cli import app")
+    assert "torch" not in loaded and "transformers" not in loaded
+
+
+def test_only_the_cli_mentions_the_console():
+    for path in (ROOT / "searchgrpo").glob("*.py"):
+        text = path.read_text()
+        if path.name != "cli.py":
+            assert "import tui" not in text and "from tui" not in text, path
+            assert "import textual" not in text and "from textual" not in text, path
