@@ -162,20 +162,83 @@ class LogMessage:
     time: float = field(default_factory=_now)
 
 
+@dataclass(frozen=True)
+class EvalStarted:
+    """`eval` began: the policies compared and how many states each is scored on."""
+
+    policies: list[str]
+    states: int
+    output: str
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class EvalProgress:
+    """`eval` scored `done` of `total` states for one policy."""
+
+    policy: str
+    done: int
+    total: int
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class EvalReportWritten:
+    """`eval` finished and wrote its JSON report; `summary` holds each policy's aggregate metrics."""
+
+    path: str
+    summary: dict[str, dict[str, float]]
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class MergeStarted:
+    """`merge` began for these checkpoints."""
+
+    checkpoints: list[str]
+    output_dir: str
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class MergeProgress:
+    """A merge stage (load, merge, save, parity) of one checkpoint: `done` of `total` units."""
+
+    checkpoint: str
+    stage: str
+    done: int
+    total: int
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class MergeFinished:
+    """`merge` wrote these model folders; `parity` holds each one's parity-check figures."""
+
+    outputs: list[str]
+    parity: list[dict[str, Any]] = field(default_factory=list)
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class JobFailed:
+    """An `eval` or `merge` job ended with an error."""
+
+    job: str
+    error: str
+    traceback: str = ""
+    time: float = field(default_factory=_now)
+
+
 Event = Union[
     RunStarted, GroupScored, StepFinished, EvalFinished, CheckpointSaved, RunPaused, RunResumed,
-    RunFinished, RunFailed, LogMessage,
+    RunFinished, RunFailed, LogMessage, EvalStarted, EvalProgress, EvalReportWritten, MergeStarted,
+    MergeProgress, MergeFinished, JobFailed,
 ]
 EventSink = Callable[[Any], None]
 """Receives events; must not raise. Called from the thread that runs the work."""
 
 EVENT_TYPES: dict[str, type] = {cls.__name__: cls for cls in typing.get_args(Event)}
-
-
-def register_event(cls: type) -> type:
-    """Make an event class known to `event_from_dict` (used by eval, merge and the checker)."""
-    EVENT_TYPES[cls.__name__] = cls
-    return cls
 
 
 def event_to_dict(event: Any) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from searchgrpo.config import Config, to_yaml
 from searchgrpo.data import Dataset, load_dataset, make_env
-from searchgrpo.evaluate import score_policy, summarise
+from searchgrpo.scoring import score_policy, summarise
 from searchgrpo.events import (
     CheckpointSaved,
     EvalFinished,
