@@ -234,6 +234,101 @@ def demo_world(
     typer.echo(f"corpus: {paths.corpus}\nquestions: {paths.questions}\ncheckpoints: {paths.checkpoints}")
 
 
+@app.command("eval")
+def evaluate(
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
+    baseline: Annotated[bool, typer.Option("--baseline", help="Score the base model without adapter.")] = False,
+    checkpoint: Annotated[Optional[list[Path]], typer.Option("--checkpoint", help="A checkpoint folder (repeatable).")] = None,
+    samples: Annotated[int, typer.Option(help="1: greedy clues; more: samples per state at --temperature.")] = 1,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature when --samples > 1.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seeds sampling and the bootstrap.")] = 0,
+    questions: Annotated[Optional[Path], typer.Option(help="Evaluate on this question set (normalised JSONL).")] = None,
+    checkpoints_dir: Annotated[Optional[Path], typer.Option(help="Evaluate every state of this multi-agent checkpoints folder.")] = None,
+    corpus: Annotated[Optional[Path], typer.Option(help="The corpus for --checkpoints-dir.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Score at most this many states.")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="The JSON report (default runs/evals/eval-<time>.json).")] = None,
+) -> None:
+    """Compare fine-tuned checkpoints with the baseline on held-out states; write a JSON report."""
+    quiet_libraries()
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from searchgrpo.evaluation import EvalRequest, run_eval
+    from searchgrpo.events import EvalProgress, EvalStarted
+    from searchgrpo.report import eval_tables
+
+    if samples < 1:
+        raise UserError("--samples must be >= 1")
+    cfg, _ = load(config, overrides)
+    request = EvalRequest(
+        baseline=baseline, checkpoints=[str(c) for c in checkpoint or []], output=str(output) if output else None,
+        num_samples=samples, temperature=temperature, seed=seed, questions=str(questions) if questions else None,
+        checkpoints_dir=str(checkpoints_dir) if checkpoints_dir else None, corpus=str(corpus) if corpus else None,
+        limit=limit,
+    )
+    console = Console()
+    with Progress(console=console, transient=True) as progress:
+        tasks: dict[str, Any] = {}
+
+        def sink(event: Any) -> None:
+            if isinstance(event, EvalStarted):
+                for name in event.policies:
+                    tasks[name] = progress.add_task(f"eval {name}", total=event.states)
+            elif isinstance(event, EvalProgress):
+                progress.update(tasks[event.policy], completed=event.done)
+
+        path = run_eval(cfg, request, sink)
+    for table in eval_tables(path):
+        console.print(table)
+    console.print(f"report: {path}")
+
+
+@app.command()
+def merge(
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
+    checkpoint: Annotated[Optional[list[Path]], typer.Option("--checkpoint", help="A checkpoint to merge (repeatable).")] = None,
+    run_dir: Annotated[Optional[Path], typer.Option(help="Merge every checkpoint of this run (default: the newest run).")] = None,
+    output_dir: Annotated[Path, typer.Option(help="Where {base}-grpo-step{N}/ folders go.")] = Path("merged"),
+    overwrite: Annotated[bool, typer.Option(help="Replace existing output folders.")] = False,
+    device: Annotated[str, typer.Option(help="Merge on cpu (default, avoids GPU OOM) or cuda.")] = "cpu",
+    dtype: Annotated[str, typer.Option(help="Output dtype: bfloat16, float16 or float32.")] = "bfloat16",
+) -> None:
+    """Merge LoRA checkpoints into full models that transformers and vLLM load, with a parity check."""
+    quiet_libraries()
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from searchgrpo.events import MergeFinished, MergeProgress, MergeStarted
+    from searchgrpo.merge import MergeRequest, run_merge
+
+    cfg, _ = load(config, overrides)
+    request = MergeRequest([str(c) for c in checkpoint or []], str(run_dir) if run_dir else None, str(output_dir),
+                           overwrite, device, dtype)
+    console = Console()
+    finished: list[MergeFinished] = []
+    with Progress(console=console) as progress:
+        tasks: dict[str, Any] = {}
+
+        def sink(event: Any) -> None:
+            if isinstance(event, MergeStarted):
+                for c in event.checkpoints:
+                    tasks[c] = progress.add_task(f"merge {Path(c).name}", total=5)
+            elif isinstance(event, MergeProgress):
+                progress.update(tasks[event.checkpoint], completed=event.done + 1,
+                                description=f"merge {Path(event.checkpoint).name}: {event.stage}")
+            elif isinstance(event, MergeFinished):
+                finished.append(event)
+
+        run_merge(cfg, request, sink)
+    for p in finished[0].parity:
+        console.print(
+            f"[green]{p['output']}[/]: parity passed ({p['dtype']}; max |dlogp| {p['max_abs_logprob_delta']:.2e}, "
+            f"greedy identical {p['greedy_identical']}/{p['probes']}, near ties {p['greedy_near_ties']})"
+        )
+
+
 def main() -> None:
     """Entry point: run the app, turning expected errors into one line."""
     try:

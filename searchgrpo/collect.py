@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from searchgrpo.agents import RuleEntityManager, RuleExecutor, RulePlanner, merge_documents, update_goals
 from searchgrpo.checker import CheckRequest, DocumentChecker
@@ -19,6 +19,9 @@ from searchgrpo.agent_checkpoints import DocumentRecord, Goal, RoundState, RunWr
 from searchgrpo.fileio import remove_stale_temporaries
 from searchgrpo.questions import QuestionRecord
 from searchgrpo.search import Retriever
+
+if TYPE_CHECKING:
+    from searchgrpo.config import Config
 
 GENERIC_SUB_GOALS = (
     "find the document about the entity the question names",
@@ -153,3 +156,42 @@ def _play(
     writer.finish()
     return searches
 
+
+
+@dataclass(frozen=True)
+class CollectedSet:
+    """A question set turned into a corpus and multi-agent checkpoints."""
+
+    corpus: Path
+    checkpoints: Path
+
+
+def collect_question_set(cfg: "Config", questions: Path, out_dir: Path | None = None,
+                         progress: Callable[[int, int], None] | None = None) -> CollectedSet:
+    """Corpus (the pooled documents) and checkpoints of a normalised question set, written once.
+
+    Without `out_dir` the result is cached under the cache root, keyed by the file's content.
+    """
+    import hashlib
+
+    from searchgrpo.checker import GoldChecker, Label, QuestionLabels
+    from searchgrpo.config import home_dir
+    from searchgrpo.corpus import Corpus, write_corpus
+    from searchgrpo.errors import UserError
+    from searchgrpo.questions import load_questions, pooled_corpus
+    from searchgrpo.search import BM25Search
+
+    if not questions.is_file():
+        raise UserError(f"{questions}: question set not found")
+    if out_dir is None:
+        digest = hashlib.sha1(questions.read_bytes()).hexdigest()[:12]
+        out_dir = home_dir(cfg) / "collected" / f"{questions.stem}-{digest}-k{cfg.env.top_k}"
+    records = load_questions(questions)
+    corpus_path = out_dir / "corpus.jsonl"
+    if not corpus_path.is_file():
+        write_corpus(corpus_path, pooled_corpus(records))
+    corpus = Corpus(pooled_corpus(records), source=str(corpus_path))
+    labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in records}
+    collect(records, BM25Search(corpus), GoldChecker(corpus, labels), out_dir / "checkpoints",
+            top_k=cfg.env.top_k, seed=cfg.train.seed, progress=progress)
+    return CollectedSet(corpus_path, out_dir / "checkpoints")

@@ -132,7 +132,7 @@ def generate(
         position = prompt_mask.sum(dim=1).repeat_interleave(k)
         finished = torch.zeros(len(prompts) * k, dtype=torch.bool, device=device)
         steps: list[torch.Tensor] = []
-        cache_arg = _cache_argument(model)
+        cache_arg = cache_argument(model)
         for _ in range(max_new_tokens):
             token = next_tokens(logits, temperature=temperature, top_p=top_p, greedy=greedy)
             token = torch.where(finished, torch.full_like(token, pad), token)
@@ -226,7 +226,7 @@ def make_group_batch(
     return GroupBatch(p_ids, p_mask, c.completion_ids, c.completion_mask, k)
 
 
-def _cache_argument(model: Any) -> str:
+def cache_argument(model: Any) -> str:
     """The forward() keyword that takes a KV cache: `cache` in transformers 5, else `past_key_values`."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
@@ -256,7 +256,7 @@ def group_logprobs(model: Any, batch: GroupBatch, temperature: float = 1.0) -> t
         position_ids=position_ids,
         use_cache=True,
         logits_to_keep=width,
-        **{_cache_argument(model): cache},
+        **{cache_argument(model): cache},
     ).logits[:, :-1, :]
     logits = torch.cat([first, rest], dim=1)
     if temperature != 1.0:

@@ -1,7 +1,8 @@
-"""Scoring a policy on a set of states: the in-training evaluation (and the core of `eval`).
+"""Scoring a policy on a set of states: the in-training evaluation and the core of `eval`.
 
 Each state gets greedy clues (or `num_samples` sampled ones) from the policy; they run through the
-same environment as training. Metrics: mean reward and the IMPORTANT-document discovery rate.
+same environment as training (BM25 + checker + reward). Every sample carries its retrieval
+metrics (see `stats.py` for the definitions).
 """
 
 from __future__ import annotations
@@ -10,21 +11,41 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from searchgrpo.agent_checkpoints import SearchState
-from searchgrpo.checker import QuestionLabels
+from searchgrpo.checker import Label, QuestionLabels
 from searchgrpo.env import SearchRoundEnv, StepResult
-from searchgrpo.metrics import discovery, discovery_rate
 from searchgrpo.rollout import Completion, generate
+from searchgrpo.stats import fused_ranking, ndcg
+
+
+def undiscovered_important(state: SearchState, labels: QuestionLabels | None) -> set[str]:
+    """The question's IMPORTANT docids (by the data) that the state has not discovered yet."""
+    return set() if labels is None else labels.important - state.discovered
+
+
+@dataclass(frozen=True)
+class ScoredSample:
+    """One clue set for one state, with what it found."""
+
+    completion: Completion
+    result: StepResult
+    found: int
+    """Undiscovered IMPORTANT documents (by the data's labels) this clue set retrieved."""
+    wanted: int
+    """Undiscovered IMPORTANT documents there were."""
+    ndcg: float
 
 
 @dataclass(frozen=True)
 class ScoredState:
     state: SearchState
-    completion: Completion
-    result: StepResult
-    found: int
-    """Undiscovered IMPORTANT documents found."""
-    wanted: int
-    """Undiscovered IMPORTANT documents there were."""
+    samples: list[ScoredSample]
+
+
+def measure(state: SearchState, completion: Completion, result: StepResult, labels: QuestionLabels | None) -> ScoredSample:
+    wanted = undiscovered_important(state, labels)
+    found = {d.docid for d in result.docs if d.new and d.label is Label.IMPORTANT} & wanted
+    ranking = fused_ranking([(d.docid, d.clue_index, d.rank) for d in result.docs])
+    return ScoredSample(completion, result, len(found), len(wanted), ndcg(ranking, wanted))
 
 
 def score_policy(
@@ -38,32 +59,43 @@ def score_policy(
     max_new_tokens: int,
     device: Any,
     batch_size: int = 8,
+    num_samples: int = 1,
+    temperature: float = 1.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[ScoredState]:
-    """Greedy clues for every state, run through `env`."""
+    """Clues for every state (greedy when num_samples == 1), run through `env`."""
+    greedy = num_samples == 1
+    per_call = max(1, batch_size // num_samples)
     out: list[ScoredState] = []
-    for start in range(0, len(states), batch_size):
-        chunk = list(range(start, min(start + batch_size, len(states))))
+    for start in range(0, len(states), per_call):
+        chunk = list(range(start, min(start + per_call, len(states))))
         groups = generate(
-            model, tokenizer, [prompts[i] for i in chunk], num_samples=1, max_new_tokens=max_new_tokens,
-            greedy=True, device=device,
+            model, tokenizer, [prompts[i] for i in chunk], num_samples=num_samples, max_new_tokens=max_new_tokens,
+            greedy=greedy, temperature=temperature, device=device,
         )
         for i, group in zip(chunk, groups):
-            state, completion = states[i], group[0]
-            result = env.score_group(state, [completion.text])[0]
-            found, wanted = discovery(state, result, labels.get(state.question_id))
-            out.append(ScoredState(state, completion, result, found, wanted))
+            state = states[i]
+            results = env.score_group(state, [c.text for c in group])
+            q_labels = labels.get(state.question_id)
+            out.append(ScoredState(state, [measure(state, c, r, q_labels) for c, r in zip(group, results)]))
         if progress is not None:
             progress(len(out), len(states))
     return out
 
 
 def summarise(scored: Sequence[ScoredState], prefix: str = "eval/") -> dict[str, float]:
+    """Means over states (each state's samples averaged) and the pooled discovery rate."""
     n = max(len(scored), 1)
+
+    def mean(fn: Callable[[ScoredSample], float]) -> float:
+        return sum(sum(fn(s) for s in st.samples) / len(st.samples) for st in scored) / n
+
+    found = sum(s.found for st in scored for s in st.samples)
+    wanted = sum(s.wanted for st in scored for s in st.samples)
     return {
         f"{prefix}states": float(len(scored)),
-        f"{prefix}reward_mean": sum(s.result.reward.total for s in scored) / n,
-        f"{prefix}important_discovery": discovery_rate((s.found, s.wanted) for s in scored),
-        f"{prefix}new_important_mean": sum(s.found for s in scored) / n,
-        f"{prefix}clues_mean": sum(len(s.result.clues) for s in scored) / n,
+        f"{prefix}reward_mean": mean(lambda s: s.result.reward.total),
+        f"{prefix}important_discovery": found / wanted if wanted else 0.0,
+        f"{prefix}new_important_mean": mean(lambda s: s.found),
+        f"{prefix}clues_mean": mean(lambda s: len(s.result.clues)),
     }

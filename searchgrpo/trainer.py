@@ -23,6 +23,7 @@ from typing import Any
 
 from searchgrpo.config import Config, to_yaml
 from searchgrpo.data import Dataset, load_dataset, make_env
+from searchgrpo.errors import UserError
 from searchgrpo.scoring import score_policy, summarise
 from searchgrpo.events import (
     CheckpointSaved,
@@ -137,8 +138,6 @@ class Trainer:
                 self.sink(LogMessage("warning", f"{self.run_dir}: no complete checkpoint yet; starting at step 0"))
             else:
                 if info.state.get("base_model") not in (None, cfg.model.base):
-                    from searchgrpo.errors import UserError
-
                     raise UserError(
                         f"{info.path}: checkpoint was trained on {info.state.get('base_model')!r}, "
                         f"but model.base = {cfg.model.base!r}"
