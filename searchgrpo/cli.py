@@ -114,8 +114,11 @@ def train(
     resume: Annotated[bool, typer.Option(help="Continue the newest run (or --run-dir) from its last checkpoint.")] = False,
     run_dir: Annotated[Optional[Path], typer.Option(help="The run folder to write or resume.")] = None,
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed data file.")] = False,
+    num_processes: Annotated[int, typer.Option(help="Data-parallel processes (one per GPU), launched with torchrun.")] = 1,
 ) -> None:
     """Train the Executor with GRPO + LoRA."""
+    if num_processes > 1 and "WORLD_SIZE" not in os.environ:
+        raise typer.Exit(launch_data_parallel(num_processes))
     extra = (*(DEBUG_OVERRIDES if debug else ()), *((f"train.epochs={epochs}",) if epochs else ()),
              *(("data.strict=true",) if strict else ()))
     cfg, source = load(config, overrides, extra)
@@ -130,6 +133,25 @@ def train(
     raise typer.Exit(run_headless(cfg, run_dir=run_dir, resume=resume))
 
 
+def launch_data_parallel(num_processes: int) -> int:
+    """Re-run this `train` command in `num_processes` processes under torchrun (headless)."""
+    import subprocess
+
+    args, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif arg == "--num-processes":
+            skip = True
+        elif not arg.startswith("--num-processes="):
+            args.append(arg)
+    if "--headless" not in args:
+        args.append("--headless")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
+           "-m", "searchgrpo", *args]
+    return subprocess.call(cmd)
+
+
 def run_headless(cfg: Config, *, run_dir: Path | None = None, resume: bool = False) -> int:
     """Train with rich progress on the terminal and every event in runs/<id>/events.jsonl."""
     quiet_libraries()
@@ -139,8 +161,10 @@ def run_headless(cfg: Config, *, run_dir: Path | None = None, resume: bool = Fal
     control = TrainerControl()
     console = ConsoleSink()
     trainer = Trainer(cfg, control=control, run_dir=run_dir, resume=resume)
-    jsonl = JsonlSink(trainer.run_dir / "events.jsonl")
-    trainer.sink = fanout(console, jsonl)
+    jsonl = None
+    if trainer.dist.is_main:  # one event log and one progress display per job
+        jsonl = JsonlSink(trainer.run_dir / "events.jsonl")
+        trainer.sink = fanout(console, jsonl)
 
     def on_signal(signum: int, frame: Any) -> None:
         if control.stop.is_set():
@@ -157,8 +181,10 @@ def run_headless(cfg: Config, *, run_dir: Path | None = None, resume: bool = Fal
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        jsonl.close()
-    console.console.print(f"run folder: {summary.run_dir}")
+        if jsonl is not None:
+            jsonl.close()
+    if trainer.dist.is_main:
+        console.console.print(f"run folder: {summary.run_dir}")
     return 0
 
 

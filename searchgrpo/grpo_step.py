@@ -2,13 +2,17 @@
 policy-gradient step on the LoRA weights.
 
 Stages, each timed: `generate` (one batched sampling call for all states of the step), `score`
-(BM25 + checker + reward, one checker batch per group), `advantages`, then `loss` (reference and
-old log-probs where needed, then `num_iterations` optimiser updates over micro-batches).
+(BM25 + checker + reward, one checker batch per group), then `loss` (reference and old log-probs
+where needed, then `num_iterations` optimiser updates over micro-batches of whole groups).
 
 Two exact shortcuts: each state's prompt is encoded once for its K completions (shared prefix,
 see `rollout.group_logprobs`), and when beta = 0 the groups with zero reward variance are left out
 of the forward passes (their advantage is 0, so their gradient is exactly 0; the loss denominators
 still count them, so the update is unchanged).
+
+Under data parallelism (`distributed.py`) this runs on each rank's share of the step's states:
+the loss denominators are global, gradients are summed across ranks before clipping, and metrics
+are computed from every rank's samples, so N processes take the same step as one.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torch
 
 from searchgrpo.agent_checkpoints import SearchState
 from searchgrpo.config import Config
+from searchgrpo.distributed import Dist
 from searchgrpo.env import SearchRoundEnv, StepResult
 from searchgrpo.events import DocView, GroupScored, SampleView
 from searchgrpo.grpo import LossStats, group_advantages, grpo_loss
@@ -39,13 +44,12 @@ from searchgrpo.rollout import (
 )
 from searchgrpo.timing import Stopwatch
 
-
 Batch = Union[GroupBatch, SequenceBatch]
 
 
 @dataclass
 class StepOutcome:
-    """What one step produced: metrics, and the groups for the event stream."""
+    """What one step produced: global metrics, and this rank's groups for the event stream."""
 
     metrics: dict[str, float]
     groups: list[GroupScored] = field(default_factory=list)
@@ -93,8 +97,15 @@ def grpo_step(
     *,
     step: int,
     epoch: int,
+    seeds: Sequence[int],
+    dist: Dist | None = None,
+    global_states: int | None = None,
 ) -> StepOutcome:
-    """Run one GRPO step on `states` (whose encoded prompts are `prompts`)."""
+    """Run one GRPO step on this rank's `states` (with encoded `prompts` and sampling `seeds`).
+
+    `global_states` is the number of states of the step over all ranks (default: len(states)).
+    """
+    dist = dist or Dist()
     g, model, tok = cfg.grpo, policy.model, policy.tokenizer
     watch = Stopwatch()
     K = g.num_generations
@@ -102,12 +113,14 @@ def grpo_step(
     with watch.time("generate"):
         groups = generate(
             model, tok, prompts, num_samples=K, max_new_tokens=g.max_new_tokens,
-            temperature=g.temperature, top_p=g.top_p, device=policy.device,
+            temperature=g.temperature, top_p=g.top_p, device=policy.device, seeds=seeds,
         )
     with watch.time("score"):
         results = [env.score_group(s, [c.text for c in group]) for s, group in zip(states, groups)]
     rewards = torch.tensor([[r.reward.total for r in rs] for rs in results], dtype=torch.float64)
     adv, zero_std = group_advantages(rewards, g.scale_rewards, g.advantage_eps)
+    if g.scale_rewards == "batch" and dist.enabled:
+        adv, zero_std = _batch_scaled(rewards, dist, g.advantage_eps)
 
     corpus = env.retriever.corpus
     events = [
@@ -118,8 +131,8 @@ def grpo_step(
     # Sequences are rows n = g * K + k (state g, sample k). Micro-batches hold whole groups.
     seq_completions = [c.token_ids for grp in groups for c in grp]
     seq_adv = adv.reshape(-1)
-    num_sequences = len(seq_completions)
-    num_tokens = sum(len(c) for c in seq_completions)
+    num_sequences = (global_states or len(states)) * K
+    num_tokens = int(dist.sum([sum(len(c) for c in seq_completions)])[0])
     active = [i for i in range(len(states)) if g.beta > 0 or not bool(zero_std[i])]
     per_batch = max(1, cfg.train.micro_batch_size // K)
 
@@ -132,6 +145,7 @@ def grpo_step(
         ref = _frozen_logprobs(policy, batches, g.temperature, reference=True) if g.beta > 0 and active else None
         old = _frozen_logprobs(policy, batches, g.temperature, reference=False) if g.num_iterations > 1 else None
         totals = _Totals()
+        params = policy.trainable_parameters()
         for _ in range(g.num_iterations):
             optimizer.zero_grad(set_to_none=True)
             loss_value = 0.0
@@ -156,20 +170,30 @@ def grpo_step(
                 loss.backward()
                 loss_value += float(loss.detach())
                 totals.add(stats)
-            params = policy.trainable_parameters()
+            dist.all_reduce_grads(params)
+            loss_value = dist.sum([loss_value])[0]
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)) if params else 0.0
-            finite = math.isfinite(loss_value) and math.isfinite(grad_norm)
-            if finite:
+            if math.isfinite(loss_value) and math.isfinite(grad_norm):
                 optimizer.step()
-            else:
+            else:  # never let a NaN or inf reach the adapter
                 optimizer.zero_grad(set_to_none=True)
                 totals.nonfinite = True
             scheduler.step()
             totals.losses.append(loss_value)
             totals.grad_norms.append(grad_norm)
 
-    metrics = _metrics(cfg, rewards, zero_std, results, groups, prompts, totals, watch, scheduler)
+    parts = _metric_parts(rewards, zero_std, results, groups, prompts, K)
+    metrics = _metrics(dist.gather_json(parts), dist.sum(totals.sums()), totals, watch, scheduler, dist)
     return StepOutcome(metrics, events, totals.nonfinite)
+
+
+def _batch_scaled(rewards: torch.Tensor, dist: Dist, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """`scale_rewards: batch` over every rank's rewards: centred by group, scaled by the global std."""
+    everything = torch.tensor([r for part in dist.gather_json(rewards.tolist()) for row in part for r in row],
+                              dtype=torch.float64)
+    std = everything.std() if everything.numel() > 1 else everything.new_zeros(())
+    adv, zero_std = group_advantages(rewards, "none")
+    return (adv.double() / (std + eps)).float(), zero_std
 
 
 def shares_prefix(policy: Policy) -> bool:
@@ -221,47 +245,77 @@ class _Totals:
         self.clipped_low += s.clipped_low
         self.clipped_high += s.clipped_high
 
+    def sums(self) -> list[float]:
+        return [self.tokens, self.kl_sum, self.clipped_low, self.clipped_high, float(self.nonfinite)]
 
-def _metrics(
-    cfg: Config,
+
+def _metric_parts(
     rewards: torch.Tensor,
     zero_std: torch.Tensor,
     results: list[list[StepResult]],
     groups: list[list[Completion]],
     prompts: Sequence[list[int]],
+    k: int,
+) -> dict[str, Any]:
+    """This rank's raw per-sample numbers (JSON), from which every rank computes global metrics."""
+    flat = [r for rs in results for r in rs]
+    completions = [c for grp in groups for c in grp]
+    return {
+        "rewards": rewards.reshape(-1).tolist(),
+        "zero_std": [bool(z) for z in zero_std],
+        "completion_tokens": [len(c.token_ids) for c in completions],
+        "truncated": [c.truncated for c in completions],
+        "clues": [len(r.clues) for r in flat],
+        "unparsable": [r.parsed.unparsable for r in flat],
+        "docs": [len(r.docs) for r in flat],
+        "components": {name: [r.reward.weighted[name] for r in flat] for name in COMPONENTS},
+        "prompt_tokens": sum(len(p) for p in prompts) * k,
+    }
+
+
+def _metrics(
+    parts: list[dict[str, Any]],
+    sums: list[float],
     totals: _Totals,
     watch: Stopwatch,
     scheduler: Any,
+    dist: Dist,
 ) -> dict[str, float]:
-    flat = [r for rs in results for r in rs]
-    completions = [c for grp in groups for c in grp]
-    n = len(flat)
-    tokens = max(totals.tokens, 1.0)
+    def cat(key: str) -> list[Any]:
+        return [x for p in parts for x in p[key]]
+
+    rewards = torch.tensor(cat("rewards"), dtype=torch.float64)
+    n = max(len(rewards), 1)
+    tokens, kl_sum, clip_low, clip_high, nonfinite = sums
+    tokens = max(tokens, 1.0)
     m: dict[str, float] = {
         "reward/mean": float(rewards.mean()),
         "reward/std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
         "reward/min": float(rewards.min()),
         "reward/max": float(rewards.max()),
-        "reward/frac_zero_std": float(zero_std.float().mean()),
+        "reward/frac_zero_std": sum(cat("zero_std")) / max(len(cat("zero_std")), 1),
         "loss/total": totals.losses[-1] if totals.losses else 0.0,
-        "loss/kl": totals.kl_sum / tokens,
-        "loss/clip_frac": (totals.clipped_low + totals.clipped_high) / tokens,
-        "loss/clip_low": totals.clipped_low / tokens,
-        "loss/clip_high": totals.clipped_high / tokens,
+        "loss/kl": kl_sum / tokens,
+        "loss/clip_frac": (clip_low + clip_high) / tokens,
+        "loss/clip_low": clip_low / tokens,
+        "loss/clip_high": clip_high / tokens,
         "grad/norm": totals.grad_norms[-1] if totals.grad_norms else 0.0,
         "train/lr": float(scheduler.get_last_lr()[0]),
-        "train/nonfinite_skipped": float(totals.nonfinite),
-        "rollout/completion_tokens": sum(len(c.token_ids) for c in completions) / n,
-        "rollout/truncated_frac": sum(c.truncated for c in completions) / n,
-        "rollout/clues": sum(len(r.clues) for r in flat) / n,
-        "rollout/unparsable_frac": sum(r.parsed.unparsable for r in flat) / n,
-        "rollout/docs": sum(len(r.docs) for r in flat) / n,
-        "tokens/prompt": float(sum(len(p) for p in prompts) * cfg.grpo.num_generations),
-        "tokens/completion": float(sum(len(c.token_ids) for c in completions)),
+        "train/nonfinite_skipped": float(nonfinite > 0),
+        "rollout/completion_tokens": sum(cat("completion_tokens")) / n,
+        "rollout/truncated_frac": sum(cat("truncated")) / n,
+        "rollout/clues": sum(cat("clues")) / n,
+        "rollout/unparsable_frac": sum(cat("unparsable")) / n,
+        "rollout/docs": sum(cat("docs")) / n,
+        "tokens/prompt": float(sum(p["prompt_tokens"] for p in parts)),
+        "tokens/completion": float(sum(cat("completion_tokens"))),
     }
     for name in COMPONENTS:
-        m[f"reward/{name}"] = sum(r.reward.weighted[name] for r in flat) / n
-    for name, seconds in watch.totals.items():
-        m[f"time/{name}"] = seconds
-    m["time/step"] = sum(watch.totals.values())
+        m[f"reward/{name}"] = sum(x for p in parts for x in p["components"][name]) / n
+    # Wall time is the slowest rank's.
+    phases = sorted(watch.totals)
+    slowest = dist.gather_json([watch.totals[p] for p in phases])
+    for i, name in enumerate(phases):
+        m[f"time/{name}"] = max(s[i] for s in slowest)
+    m["time/step"] = max(sum(s) for s in slowest)
     return m

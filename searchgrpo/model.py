@@ -99,17 +99,20 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    with atomic_dir(target, overwrite=False) as tmp:
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        # A model loaded from GGUF cannot save_pretrained as it is: copy into a fresh one.
-        config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        fresh.load_state_dict(loaded.state_dict())
-        fresh.generation_config = loaded.generation_config
-        fresh.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "searchgrpo_source.json").write_text(json.dumps({"gguf": str(gguf)}))
+    try:
+        with atomic_dir(target, overwrite=False) as tmp:
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+            # A model loaded from GGUF cannot save_pretrained as it is: copy into a fresh one.
+            config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+            fresh.load_state_dict(loaded.state_dict())
+            fresh.generation_config = loaded.generation_config
+            fresh.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            (tmp / "searchgrpo_source.json").write_text(json.dumps({"gguf": str(gguf)}))
+    except FileExistsError:
+        pass  # another process finished the same folder first
     return target
 
 
@@ -214,12 +217,14 @@ def attach_lora(cfg: Config, model: Any) -> Any:
     return model
 
 
-def load_policy(cfg: Config, adapter: Path | None = None) -> Policy:
-    """Base + a new LoRA adapter (seeded by train.seed), or the adapter saved in `adapter`."""
+def load_policy(cfg: Config, adapter: Path | None = None, device: Any = None) -> Policy:
+    """Base + a new LoRA adapter (seeded by train.seed), or the adapter saved in `adapter`.
+
+    `device` overrides model.device (a data-parallel rank passes its own GPU)."""
     import torch
 
     base = resolve_base(cfg)
-    device = resolve_device(cfg.model)
+    device = device or resolve_device(cfg.model)
     dtype = resolve_dtype(cfg.model, device)
     tokenizer = load_tokenizer(base.path)
     model = load_base_model(cfg, base, device, dtype)

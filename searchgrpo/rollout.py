@@ -78,8 +78,19 @@ class Completion:
     """Hit max_new_tokens without a stop token."""
 
 
-def next_tokens(logits: torch.Tensor, *, temperature: float, top_p: float, greedy: bool) -> torch.Tensor:
-    """Pick one token per row: argmax, or a sample at `temperature` from the top-p nucleus."""
+def next_tokens(
+    logits: torch.Tensor,
+    *,
+    temperature: float,
+    top_p: float,
+    greedy: bool,
+    generators: Sequence[torch.Generator] | None = None,
+) -> torch.Tensor:
+    """Pick one token per row: argmax, or a sample at `temperature` from the top-p nucleus.
+
+    With `generators` (one per block of rows: the samples of one prompt), each block draws from
+    its own generator, so a prompt's samples do not depend on which other prompts share the batch.
+    """
     if greedy:
         return logits.argmax(dim=-1)
     probs = torch.softmax(logits.float() / temperature, dim=-1)
@@ -89,7 +100,10 @@ def next_tokens(logits: torch.Tensor, *, temperature: float, top_p: float, greed
         drop = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= top_p
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    return torch.multinomial(probs, num_samples=1).squeeze(-1)
+    if generators is None:
+        return torch.multinomial(probs, num_samples=1).squeeze(-1)
+    blocks = probs.chunk(len(generators), dim=0)
+    return torch.cat([torch.multinomial(b, 1, generator=g) for b, g in zip(blocks, generators)]).squeeze(-1)
 
 
 @torch.no_grad()
@@ -104,13 +118,21 @@ def generate(
     top_p: float = 1.0,
     greedy: bool = False,
     device: Any = "cpu",
+    seeds: Sequence[int] | None = None,
 ) -> list[list[Completion]]:
     """`num_samples` completions for each prompt, as [prompt][sample].
 
     Each prompt is encoded once and its KV cache repeated for its samples (shared prefix); then
     all rows decode together until every row has produced a stop token or `max_new_tokens`.
-    Sampling draws from torch's global RNG, so a seeded step samples the same clues.
+    With `seeds` (one per prompt) each prompt's samples come from its own seeded generator: the
+    same clues whatever the batch or the process they are sampled in. Without, sampling draws
+    from torch's global RNG.
     """
+    generators = None
+    if seeds is not None and not greedy:
+        if len(seeds) != len(prompts):
+            raise ValueError(f"expected {len(prompts)} seeds, got {len(seeds)}")
+        generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
     stops = torch.tensor(stop_token_ids(model, tokenizer), device=device)
     pad = tokenizer.pad_token_id
     k = num_samples
@@ -134,7 +156,7 @@ def generate(
         steps: list[torch.Tensor] = []
         cache_arg = cache_argument(model)
         for _ in range(max_new_tokens):
-            token = next_tokens(logits, temperature=temperature, top_p=top_p, greedy=greedy)
+            token = next_tokens(logits, temperature=temperature, top_p=top_p, greedy=greedy, generators=generators)
             token = torch.where(finished, torch.full_like(token, pad), token)
             steps.append(token)
             finished |= torch.isin(token, stops)

@@ -83,19 +83,26 @@ def score_policy(
     return out
 
 
-def summarise(scored: Sequence[ScoredState], prefix: str = "eval/") -> dict[str, float]:
-    """Means over states (each state's samples averaged) and the pooled discovery rate."""
-    n = max(len(scored), 1)
-
-    def mean(fn: Callable[[ScoredSample], float]) -> float:
-        return sum(sum(fn(s) for s in st.samples) / len(st.samples) for st in scored) / n
-
-    found = sum(s.found for st in scored for s in st.samples)
-    wanted = sum(s.wanted for st in scored for s in st.samples)
+def state_summary(st: ScoredState) -> dict[str, float]:
+    """One state's numbers for `summarise` (plain JSON, so ranks can gather them)."""
+    n = len(st.samples)
     return {
-        f"{prefix}states": float(len(scored)),
-        f"{prefix}reward_mean": mean(lambda s: s.result.reward.total),
-        f"{prefix}important_discovery": found / wanted if wanted else 0.0,
-        f"{prefix}new_important_mean": mean(lambda s: s.found),
-        f"{prefix}clues_mean": mean(lambda s: len(s.result.clues)),
+        "reward": sum(s.result.reward.total for s in st.samples) / n,
+        "found": float(sum(s.found for s in st.samples)),
+        "wanted": float(sum(s.wanted for s in st.samples)),
+        "new_important": sum(s.found for s in st.samples) / n,
+        "clues": sum(len(s.result.clues) for s in st.samples) / n,
+    }
+
+
+def summarise(rows: Sequence[dict[str, float]], prefix: str = "eval/") -> dict[str, float]:
+    """Means over states and the pooled IMPORTANT discovery rate, from `state_summary` rows."""
+    n = max(len(rows), 1)
+    wanted = sum(r["wanted"] for r in rows)
+    return {
+        f"{prefix}states": float(len(rows)),
+        f"{prefix}reward_mean": sum(r["reward"] for r in rows) / n,
+        f"{prefix}important_discovery": sum(r["found"] for r in rows) / wanted if wanted else 0.0,
+        f"{prefix}new_important_mean": sum(r["new_important"] for r in rows) / n,
+        f"{prefix}clues_mean": sum(r["clues"] for r in rows) / n,
     }

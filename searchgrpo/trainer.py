@@ -5,15 +5,20 @@
 resume, stop (with a checkpoint) or ask for a checkpoint now; every request is honoured between
 steps.
 
-Reproducibility: the torch RNG is re-seeded from (train.seed, step) at the start of every step and
-the data order of each epoch is a seeded permutation, so a run resumed from a checkpoint replays
-exactly the numbers an uninterrupted run produces (on CPU, bit for bit).
+Reproducibility: every state's K samples come from a generator seeded by (train.seed, step,
+state), the torch RNG is re-seeded from (train.seed, step) at the start of every step, and the
+data order of each epoch is a seeded permutation. So a run resumed from a checkpoint replays
+exactly the numbers an uninterrupted run produces (on CPU, bit for bit), and N data-parallel
+processes sample the same clues as one.
+
+Data parallelism (`distributed.py`): each rank trains on its share of every step's states; only
+rank 0 publishes events and writes checkpoints; stop, pause and save requests are agreed on by all
+ranks.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import threading
 import time
 import traceback
@@ -23,8 +28,10 @@ from typing import Any
 
 from searchgrpo.config import Config, to_yaml
 from searchgrpo.data import Dataset, load_dataset, make_env
+from searchgrpo.distributed import Dist
 from searchgrpo.errors import UserError
-from searchgrpo.scoring import score_policy, summarise
+from searchgrpo.events import event_from_dict, event_to_dict
+from searchgrpo.scoring import score_policy, state_summary, summarise
 from searchgrpo.events import (
     CheckpointSaved,
     EvalFinished,
@@ -89,6 +96,7 @@ class Trainer:
         dataset: Dataset | None = None,
     ) -> None:
         self.cfg = cfg
+        self.dist = Dist(cfg.model.device)
         self.sink: EventSink = sink or (lambda event: None)
         self.control = control or TrainerControl()
         self.resume = resume
@@ -106,9 +114,15 @@ class Trainer:
         import torch
         from transformers import get_scheduler
 
-        cfg = self.cfg
-        if self.dataset is None:
-            self.dataset = load_dataset(cfg)
+        cfg, dist = self.cfg, self.dist
+        if not dist.is_main:
+            self.sink = lambda event: None  # rank 0 speaks for the job
+        with dist.main_first():  # rank 0 builds the demo world and converts the model once
+            if self.dataset is None:
+                self.dataset = load_dataset(cfg)
+            from searchgrpo.model import load_policy
+
+            self.policy = load_policy(cfg, device=dist.device(cfg.model.device))
         ds = self.dataset
         shown = ds.issues.issues[:MAX_ISSUES_SHOWN]
         for issue in shown:
@@ -116,13 +130,16 @@ class Trainer:
         if len(ds.issues) > len(shown):
             self.sink(LogMessage("warning", f"... and {len(ds.issues) - len(shown)} more malformed inputs skipped"))
         self.env = make_env(cfg, ds)
-
-        from searchgrpo.model import load_policy
-
-        self.policy = load_policy(cfg)
+        per = cfg.train.states_per_step
+        if per < dist.world:
+            raise UserError(f"train.states_per_step = {per} is below the {dist.world} processes: each needs a state")
+        if len(ds.train) < per:
+            raise UserError(f"{len(ds.train)} train states, fewer than train.states_per_step = {per}")
         params = self.policy.trainable_parameters()
         self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-        self.steps_per_epoch = math.ceil(len(ds.train) / cfg.train.states_per_step)
+        # An incomplete last batch is dropped (each epoch's order differs, so no state is left out
+        # for good): every step has the same size, on any number of processes.
+        self.steps_per_epoch = len(ds.train) // per
         total = self.steps_per_epoch * cfg.train.epochs
         self.total_steps = min(total, cfg.train.max_steps) if cfg.train.max_steps else total
         self.scheduler = get_scheduler(
@@ -131,7 +148,9 @@ class Trainer:
             num_warmup_steps=cfg.train.warmup_steps * cfg.grpo.num_iterations,
             num_training_steps=self.total_steps * cfg.grpo.num_iterations,
         )
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        dist.barrier()
         if self.resume:
             info = latest_checkpoint(self.run_dir)
             if info is None:
@@ -145,7 +164,8 @@ class Trainer:
                 load_training_state(info, model=self.policy.model, optimizer=self.optimizer, scheduler=self.scheduler)
                 self.step = self.last_saved = info.step
                 self.last_eval = info.state.get("last_eval", {})
-        atomic_write_text(self.run_dir / "config.yaml", to_yaml(cfg))
+        if dist.is_main:
+            atomic_write_text(self.run_dir / "config.yaml", to_yaml(cfg))
 
     # ------------------------------------------------------------------ data order
 
@@ -183,7 +203,7 @@ class Trainer:
     def _loop(self) -> RunSummary:
         import torch
 
-        cfg, ds = self.cfg, self.dataset
+        cfg, ds, dist = self.cfg, self.dataset, self.dist
         assert ds is not None
         self.sink(
             RunStarted(
@@ -200,11 +220,14 @@ class Trainer:
                 break
             epoch, states = self.states_for_step(self.step)
             torch.manual_seed(derive_seed(cfg.train.seed, "step", self.step))
-            prompts = [self.prompt_ids(s) for s in states]
-            outcome = grpo_step(cfg, self.policy, self.env, self.optimizer, self.scheduler, states, prompts,
-                                step=self.step + 1, epoch=epoch)
+            mine = dist.shard(states)
+            outcome = grpo_step(
+                cfg, self.policy, self.env, self.optimizer, self.scheduler, mine, [self.prompt_ids(s) for s in mine],
+                step=self.step + 1, epoch=epoch, dist=dist, global_states=len(states),
+                seeds=[derive_seed(cfg.train.seed, "sample", self.step, s.state_id) for s in mine],
+            )
             self.step += 1
-            for group in outcome.groups:
+            for group in self._in_state_order(outcome.groups):
                 self.sink(group)
             if outcome.nonfinite:
                 self.sink(LogMessage("warning", f"step {self.step}: non-finite loss or gradient; update skipped"))
@@ -212,10 +235,10 @@ class Trainer:
             self.sink(StepFinished(self.step, epoch, self.total_steps, outcome.metrics))
             if cfg.train.eval_every and self.step % cfg.train.eval_every == 0:
                 self.evaluate()
-            if (cfg.train.save_every and self.step % cfg.train.save_every == 0) or self.control.save_now.is_set():
+            if (cfg.train.save_every and self.step % cfg.train.save_every == 0) or dist.any(self.control.save_now.is_set()):
                 self.control.save_now.clear()
                 self.save()
-            if self.control.stop.is_set():
+            if dist.any(self.control.stop.is_set()):
                 reason = "stopped"
                 break
         if reason == "completed" and cfg.train.eval_every and self.step % cfg.train.eval_every != 0:
@@ -225,19 +248,37 @@ class Trainer:
         self.sink(RunFinished(self.step, reason))
         return RunSummary(self.run_dir, self.step, reason, self.last_metrics, self.last_eval)
 
+    def _in_state_order(self, groups: list[Any]) -> list[Any]:
+        """Every rank's groups, in the step's state order (rank r holds states r, r + world, ...)."""
+        if not self.dist.enabled:
+            return groups
+        per_rank = self.dist.gather_json([event_to_dict(g) for g in groups])
+        ordered = [per_rank[i % self.dist.world][i // self.dist.world] for i in range(sum(map(len, per_rank)))]
+        return [event_from_dict(d) for d in ordered]
+
+    def _requests(self) -> tuple[bool, bool, bool]:
+        """(stop, pause, save_now) as agreed by every rank."""
+        c, d = self.control, self.dist
+        flags = d.sum([c.stop.is_set(), c.pause.is_set(), c.save_now.is_set()])
+        return flags[0] > 0, flags[1] > 0, flags[2] > 0
+
     def _wait_if_paused(self) -> bool:
         """Block while paused; False if a stop was requested."""
-        if self.control.stop.is_set():
+        stop, pause, _ = self._requests()
+        if stop:
             return False
-        if not self.control.pause.is_set():
+        if not pause:
             return True
         self.sink(RunPaused(self.step))
-        while self.control.pause.is_set() and not self.control.stop.is_set():
-            if self.control.save_now.is_set():
+        while True:
+            stop, pause, save_now = self._requests()
+            if stop or not pause:
+                break
+            if save_now:
                 self.control.save_now.clear()
                 self.save()
             time.sleep(0.05)
-        if self.control.stop.is_set():
+        if stop:
             return False
         self.sink(RunResumed(self.step))
         return True
@@ -250,16 +291,24 @@ class Trainer:
         states = ds.eval[: self.cfg.train.eval_states] if self.cfg.train.eval_states else ds.eval
         if not states:
             return {}
+        mine = self.dist.shard(states)
         scored = score_policy(
-            self.policy.model, self.policy.tokenizer, self.env, states, [self.prompt_ids(s) for s in states],
+            self.policy.model, self.policy.tokenizer, self.env, mine, [self.prompt_ids(s) for s in mine],
             ds.labels, max_new_tokens=self.cfg.grpo.max_new_tokens, device=self.policy.device,
             batch_size=self.cfg.train.micro_batch_size,
         )
-        self.last_eval = summarise(scored)
+        rows = [row for part in self.dist.gather_json([state_summary(s) for s in scored]) for row in part]
+        self.last_eval = summarise(rows)
         self.sink(EvalFinished(self.step, self.last_eval))
         return self.last_eval
 
     def save(self) -> Path:
+        """Rank 0 writes the checkpoint; every rank waits until it is complete."""
+        path = self.run_dir / "checkpoints"
+        if not self.dist.is_main:
+            self.dist.barrier()
+            self.last_saved = self.step
+            return path
         path = save_checkpoint(
             self.run_dir,
             self.step,
@@ -279,5 +328,6 @@ class Trainer:
             keep_last=self.cfg.train.keep_last,
         )
         self.last_saved = self.step
+        self.dist.barrier()
         self.sink(CheckpointSaved(self.step, str(path)))
         return path
