@@ -102,10 +102,16 @@ def list_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
 
 
 def latest_checkpoint(run_dir: Path) -> CheckpointInfo | None:
-    """The newest complete checkpoint; leftovers of interrupted writes are removed first."""
-    remove_stale_temporaries(run_dir / CHECKPOINT_DIR)
+    """The newest complete checkpoint (read-only: safe while another process is writing one)."""
     found = list_checkpoints(run_dir)
     return found[-1] if found else None
+
+
+def remove_interrupted_writes(run_dir: Path) -> list[Path]:
+    """Delete leftovers of checkpoint writes that a killed process never finished.
+
+    Only the process that owns the run may call this, before it starts writing."""
+    return remove_stale_temporaries(run_dir / CHECKPOINT_DIR)
 
 
 def load_training_state(info: CheckpointInfo, *, model: Any, optimizer: Any, scheduler: Any) -> None:

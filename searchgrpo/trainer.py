@@ -47,7 +47,12 @@ from searchgrpo.events import (
 from searchgrpo.fileio import atomic_write_text
 from searchgrpo.grpo_step import grpo_step
 from searchgrpo.rollout import encode_prompt
-from searchgrpo.train_checkpoints import latest_checkpoint, load_training_state, save_checkpoint
+from searchgrpo.train_checkpoints import (
+    latest_checkpoint,
+    load_training_state,
+    remove_interrupted_writes,
+    save_checkpoint,
+)
 
 MAX_ISSUES_SHOWN = 20
 
@@ -150,6 +155,8 @@ class Trainer:
         )
         if dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            for leftover in remove_interrupted_writes(self.run_dir):
+                self.sink(LogMessage("warning", f"removed {leftover.name}, an interrupted checkpoint write"))
         dist.barrier()
         if self.resume:
             info = latest_checkpoint(self.run_dir)
