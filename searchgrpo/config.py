@@ -194,6 +194,16 @@ class RewardConfig:
     clue_count_out_of_bounds: float = -0.5
     """Per clue below env.min_clues or above env.max_clues."""
 
+    long_clue: float = -0.25
+    """Per clue longer than env.max_clue_words words (keyword stuffing)."""
+
+    question_copy: float = -0.5
+    """Per clue that copies the question (nearly all of the question's words and little else)."""
+
+    gain_over_original: float = 0.0
+    """Per new IMPORTANT document beyond what the state's original clues found (negative when
+    fewer): rewards improving on the old Executor rather than matching it. 0 turns it off."""
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -306,6 +316,9 @@ class EnvConfig:
 
     max_clues: int = at_least(4, 1)
     """Most clues a completion may hold; extra clues are dropped and penalised."""
+
+    max_clue_words: int = at_least(12, 1)
+    """Clues with more words than this are penalised (reward.long_clue)."""
 
     checker: Literal["gold"] = "gold"
     """DocumentChecker backend. `gold`: labels from the data (see docs: IMPORTANT = gold;

@@ -131,4 +131,5 @@ def make_env(cfg: Config, dataset: Dataset, checker: DocumentChecker | None = No
         top_k=cfg.env.top_k,
         min_clues=cfg.env.min_clues,
         max_clues=cfg.env.max_clues,
+        max_clue_words=cfg.env.max_clue_words,
     )

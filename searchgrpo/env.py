@@ -15,8 +15,8 @@ from typing import Sequence
 from searchgrpo.checker import CheckRequest, DocumentChecker, Label, Verdict
 from searchgrpo.agent_checkpoints import SearchState
 from searchgrpo.prompts import ParsedClues, normalise_clue, parse_clues
-from searchgrpo.reward import RewardBreakdown, RewardCalculator, component_counts
-from searchgrpo.search import Retriever
+from searchgrpo.reward import RewardBreakdown, RewardCalculator, component_counts, copies_question
+from searchgrpo.search import Retriever, tokenize
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ class SearchRoundEnv:
         top_k: int,
         min_clues: int,
         max_clues: int,
+        max_clue_words: int = 12,
     ) -> None:
         self.retriever = retriever
         self.checker = checker
@@ -73,7 +74,9 @@ class SearchRoundEnv:
         self.top_k = top_k
         self.min_clues = min_clues
         self.max_clues = max_clues
+        self.max_clue_words = max_clue_words
         self.state: SearchState | None = None
+        self._original: dict[str, float] = {}
 
     def reset(self, state: SearchState) -> SearchState:
         self.state = state
@@ -107,19 +110,36 @@ class SearchRoundEnv:
                     found[hit.docid] = _Found(hit.docid, i, hit.rank, hit.score)
         return list(found.values()), duplicates
 
+    def original_new_important(self, state: SearchState) -> float | None:
+        """New IMPORTANT documents the state's original clues find (memoised; None if it has none)."""
+        if not state.original_clues:
+            return None
+        if state.state_id not in self._original:
+            found, _ = self.retrieve(state.original_clues[: self.max_clues])
+            verdicts = self._check(state, sorted({f.docid for f in found}))
+            self._original[state.state_id] = float(sum(
+                1 for f in found if f.docid not in state.discovered and verdicts[f.docid].label is Label.IMPORTANT))
+        return self._original[state.state_id]
+
+    def _check(self, state: SearchState, docids: list[str]) -> dict[str, Verdict]:
+        corpus = self.retriever.corpus
+        requests = []
+        for docid in docids:
+            doc = corpus.get(docid)
+            assert doc is not None, docid
+            requests.append(CheckRequest(state.question_id, state.question, state.sub_goals, docid, doc.title, doc.text))
+        return dict(zip(docids, self.checker.check(requests)))
+
     def score_group(self, state: SearchState, completions: Sequence[str | Sequence[str]]) -> list[StepResult]:
         """Score K completions of one state with one deduplicated checker batch."""
         corpus = self.retriever.corpus
         parsed = [self.parse(c) for c in completions]
         runs = [self.retrieve(p.clues) for p in parsed]
         wanted = sorted({f.docid for found, _ in runs for f in found})
-        requests = []
-        for docid in wanted:
-            doc = corpus.get(docid)
-            assert doc is not None, docid
-            requests.append(CheckRequest(state.question_id, state.question, state.sub_goals, docid, doc.title, doc.text))
-        verdicts: dict[str, Verdict] = dict(zip(wanted, self.checker.check(requests)))
+        verdicts = self._check(state, wanted)
         discovered = state.discovered
+        original = self.original_new_important(state) if self.reward.weights["gain_over_original"] else None
+        question_tokens = tokenize(state.question)
         results = []
         for p, (found, duplicates) in zip(parsed, runs):
             docs = tuple(
@@ -142,6 +162,9 @@ class SearchRoundEnv:
                 clues_written=p.written,
                 min_clues=self.min_clues,
                 max_clues=self.max_clues,
+                long_clues=sum(1 for c in p.clues if len(c.split()) > self.max_clue_words),
+                question_copies=sum(1 for c in p.clues if copies_question(tokenize(c), question_tokens)),
+                original_new_important=original,
             )
             results.append(StepResult(p.clues, p, docs, self.reward.combine(counts)))
         return results

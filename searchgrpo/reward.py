@@ -42,15 +42,23 @@ def component_counts(
     clues_written: int,
     min_clues: int,
     max_clues: int,
+    long_clues: int = 0,
+    question_copies: int = 0,
+    original_new_important: float | None = None,
 ) -> dict[str, float]:
     """Count every component for one sample.
 
-    `retrieved` holds (label, already_discovered) for each distinct document the clues found.
+    `retrieved` holds (label, already_discovered) for each distinct document the clues found;
+    `original_new_important` is how many new IMPORTANT documents the state's original clues found
+    (None: no gain is computed).
 
     >>> c = component_counts(retrieved=[(Label.IMPORTANT, False), (Label.IRRELEVANT, True)],
-    ...                      duplicate_clues=1, unparsable=False, clues_written=5, min_clues=2, max_clues=4)
+    ...                      duplicate_clues=1, unparsable=False, clues_written=5, min_clues=2, max_clues=4,
+    ...                      original_new_important=0)
     >>> c["new_important"], c["already_discovered"], c["duplicate_clue"], c["clue_count_out_of_bounds"]
     (1.0, 1.0, 1.0, 1.0)
+    >>> c["gain_over_original"]
+    1.0
     """
     counts = dict.fromkeys(COMPONENTS, 0.0)
     for label, seen in retrieved:
@@ -66,7 +74,26 @@ def component_counts(
     counts["unparsable"] = 1.0 if unparsable else 0.0
     if not unparsable:  # an empty completion is already penalised once
         counts["clue_count_out_of_bounds"] = float(max(min_clues - clues_written, 0, clues_written - max_clues))
+    counts["long_clue"] = float(long_clues)
+    counts["question_copy"] = float(question_copies)
+    if original_new_important is not None:
+        counts["gain_over_original"] = counts["new_important"] - original_new_important
     return counts
+
+
+def copies_question(clue_tokens: list[str], question_tokens: list[str]) -> bool:
+    """A clue copies the question when it holds at least 80% of the question's distinct words and
+    adds at most one of its own.
+
+    >>> copies_question("who founded krallo systems".split(), "who founded krallo systems".split())
+    True
+    >>> copies_question("maren dolvik birthplace".split(), "where was the founder of krallo born".split())
+    False
+    """
+    clue, question = set(clue_tokens), set(question_tokens)
+    if not question:
+        return False
+    return len(clue & question) >= 0.8 * len(question) and len(clue - question) <= 1
 
 
 class RewardCalculator:

@@ -89,6 +89,23 @@ def test_env_step_reports_docs_verdicts_and_reward():
     assert result.reward.total == pytest.approx(sum(result.reward.weighted.values()))
 
 
+def test_anti_hacking_components_and_gain():
+    corpus = Corpus(DOCS)
+    calc = RewardCalculator(RewardConfig(gain_over_original=1.0))
+    env = SearchRoundEnv(BM25Search(corpus), checker(), calc, top_k=2, min_clues=2, max_clues=4, max_clue_words=4)
+    state = SearchState("q/run_001/r001", "q", QUESTION, (), 1, RoundState(), ("Krallo Systems", "software company"))
+    # The original clues find d0 (IMPORTANT): gain is measured against that one document.
+    stuffed, copy, better = env.score_group(state, [
+        "Maren Dolvik born Orvane city law studied\nKrallo Systems",
+        "In which city was the founder of Krallo Systems born?\nzebras",
+        "Krallo Systems founder\nDolvik studied law",
+    ])
+    assert stuffed.reward.counts["long_clue"] == 1
+    assert copy.reward.counts["question_copy"] == 1 and copy.reward.weighted["question_copy"] == -0.5
+    assert better.reward.counts["new_important"] == 2 and better.reward.counts["gain_over_original"] == 1
+    assert better.reward.counts["long_clue"] == 0 and better.reward.counts["question_copy"] == 0
+
+
 def test_env_unparsable_and_group_scoring():
     env = make_env()
     results = env.score_group(STATE, ["", "...", ["Orvane river", "zebras"]])
