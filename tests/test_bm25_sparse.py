@@ -8,7 +8,9 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from searchgrpo.bm25_index import BM25Params, build_index, load_index, top_k_indices
+from searchgrpo.config import home_dir
 from searchgrpo.corpus import Corpus, Document, load_corpus, write_corpus
+from searchgrpo.data import load_dataset, make_retriever
 from searchgrpo.demo_world import generate_corpus, generate_world
 from searchgrpo.search import (
     BM25Search,
@@ -16,6 +18,7 @@ from searchgrpo.search import (
     index_meta,
     index_path,
     load_or_build_index,
+    search_for_corpus,
     tokenize,
 )
 
@@ -256,3 +259,14 @@ def test_a_damaged_index_file_is_rebuilt_not_trusted(corpus_file, tmp_path, dama
     assert_same_index(index, good)
     assert_same_index(load_index(path, index_meta(corpus)), good)  # the file was written anew
 
+
+def test_backend_is_chosen_by_the_config(tiny_cfg):
+    ds = load_dataset(tiny_cfg)
+    fast = make_retriever(tiny_cfg, ds)
+    assert isinstance(fast, SparseBM25Search)
+    assert index_path(home_dir(tiny_cfg) / "indexes", ds.corpus).is_file()
+    ref = make_retriever(tiny_cfg.replace(**{"env.search_backend": "rank_bm25"}), ds)
+    assert isinstance(ref, BM25Search)
+    assert search_for_corpus(ds.corpus, "sparse") is fast
+    question = ds.train[0].question
+    assert fast.search(question, 5) == ref.search(question, 5) != []
