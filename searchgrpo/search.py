@@ -19,10 +19,11 @@ import json
 import os
 import re
 import threading
+import typing
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol, Sequence
+from typing import Any, Literal, Protocol, Sequence
 
 import numpy as np
 
@@ -149,8 +150,8 @@ def top_k_hits(corpus: Corpus, scores: np.ndarray, k: int) -> list[Hit]:
 # --------------------------------------------------------------------------- indexes per corpus
 
 
-Backend = Literal["sparse", "rank_bm25"]
-BACKENDS: tuple[str, ...] = ("sparse", "rank_bm25")
+Backend = Literal["sparse", "rank_bm25"]  # as EnvConfig.search_backend
+BACKENDS: tuple[str, ...] = typing.get_args(Backend)
 PARAMS = BM25Params()
 
 
@@ -158,7 +159,7 @@ def build_corpus_index(corpus: Corpus) -> SparseIndex:
     return build_index((tokenize(document_text(d)) for d in corpus), PARAMS)
 
 
-def index_meta(corpus: Corpus) -> dict:
+def index_meta(corpus: Corpus) -> dict[str, Any]:
     """What an index file must have been built from to be reused for `corpus` (loaded from a file)."""
     st = os.stat(corpus.source)
     docids = hashlib.sha256(json.dumps([d.docid for d in corpus]).encode("utf-8")).hexdigest()

@@ -1,6 +1,7 @@
 """The sparse BM25 backend: rank-bm25's exact scores and rankings, top-k selection, the disk cache."""
 
 import random
+import typing
 import zipfile
 
 import numpy as np
@@ -8,11 +9,12 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from searchgrpo.bm25_index import BM25Params, build_index, load_index, top_k_indices
-from searchgrpo.config import home_dir
+from searchgrpo.config import EnvConfig, home_dir
 from searchgrpo.corpus import Corpus, Document, load_corpus, write_corpus
 from searchgrpo.data import load_dataset, make_retriever
 from searchgrpo.demo_world import generate_corpus, generate_world
 from searchgrpo.search import (
+    BACKENDS,
     BM25Search,
     SparseBM25Search,
     index_meta,
@@ -261,6 +263,7 @@ def test_a_damaged_index_file_is_rebuilt_not_trusted(corpus_file, tmp_path, dama
 
 
 def test_backend_is_chosen_by_the_config(tiny_cfg):
+    assert typing.get_args(typing.get_type_hints(EnvConfig)["search_backend"]) == BACKENDS
     ds = load_dataset(tiny_cfg)
     fast = make_retriever(tiny_cfg, ds)
     assert isinstance(fast, SparseBM25Search)
