@@ -68,7 +68,7 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
     def search() -> str:
         from searchgrpo.data import make_retriever
 
-        retriever = ctx["retriever"] = make_retriever(ctx["ds"])
+        retriever = ctx["retriever"] = make_retriever(cfg, ctx["ds"])
         state = ctx["ds"].train[0]
         hits = retriever.search(state.question, cfg.env.top_k)
         if not hits:

@@ -327,6 +327,11 @@ class EnvConfig:
     snippet_chars: int = at_least(240, 0)
     """Characters of each retrieved document kept in events for the console."""
 
+    search_backend: Literal["sparse", "rank_bm25"] = "sparse"
+    """BM25 implementation; both give the same scores and rankings. `sparse`: a precomputed sparse
+    weight matrix, cached on disk under {cache root}/indexes/ (fast); `rank_bm25`: the rank-bm25
+    library, the reference (slow on large corpora)."""
+
 
 @dataclass(frozen=True)
 class Config:

@@ -21,7 +21,7 @@ from searchgrpo.errors import IssueLog, UserError
 from searchgrpo.fileio import atomic_dir
 from searchgrpo.questions import write_questions
 from searchgrpo.reward import RewardCalculator
-from searchgrpo.search import BM25Search, Retriever, search_for_corpus
+from searchgrpo.search import Retriever, SparseBM25Search, search_for_corpus
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def build_demo(target: Path, demo: DemoConfig, *, top_k: int = 5, progress: Call
                 q.id: QuestionLabels(q.question, dict.fromkeys(q.gold, Label.IMPORTANT)) for q in world.questions
             }
             collect(
-                world.questions, BM25Search(corpus), GoldChecker(corpus, labels), tmp / "checkpoints",
+                world.questions, SparseBM25Search(corpus), GoldChecker(corpus, labels), tmp / "checkpoints",
                 top_k=top_k, seed=demo.seed, progress=progress,
             )
     except FileExistsError:
@@ -119,13 +119,13 @@ def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:
     raise UserError(f"env.checker = {cfg.env.checker!r} is not available")
 
 
-def make_retriever(dataset: Dataset) -> Retriever:
-    return search_for_corpus(dataset.corpus)
+def make_retriever(cfg: Config, dataset: Dataset) -> Retriever:
+    return search_for_corpus(dataset.corpus, cfg.env.search_backend, home_dir(cfg) / "indexes")
 
 
 def make_env(cfg: Config, dataset: Dataset, checker: DocumentChecker | None = None) -> SearchRoundEnv:
     return SearchRoundEnv(
-        make_retriever(dataset),
+        make_retriever(cfg, dataset),
         checker or make_checker(cfg, dataset),
         RewardCalculator(cfg.reward),
         top_k=cfg.env.top_k,

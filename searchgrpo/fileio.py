@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 TMP_MARK = ".tmp-"
 
@@ -31,13 +31,14 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_with(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Let `write` fill a temporary sibling of `path`, then rename it over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + TMP_MARK, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -45,6 +46,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    atomic_write_with(path, lambda fh: fh.write(data))
 
 
 def atomic_write_text(path: Path, text: str) -> None:
