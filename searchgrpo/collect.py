@@ -179,7 +179,7 @@ def collect_question_set(cfg: "Config", questions: Path, out_dir: Path | None = 
     from searchgrpo.corpus import Corpus, write_corpus
     from searchgrpo.errors import UserError
     from searchgrpo.questions import load_questions, pooled_corpus
-    from searchgrpo.search import BM25Search
+    from searchgrpo.search import search_for_corpus
 
     if not questions.is_file():
         raise UserError(f"{questions}: question set not found")
@@ -192,6 +192,7 @@ def collect_question_set(cfg: "Config", questions: Path, out_dir: Path | None = 
         write_corpus(corpus_path, pooled_corpus(records))
     corpus = Corpus(pooled_corpus(records), source=str(corpus_path))
     labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in records}
-    collect(records, BM25Search(corpus), GoldChecker(corpus, labels), out_dir / "checkpoints",
+    retriever = search_for_corpus(corpus, cfg.env.search_backend, home_dir(cfg) / "indexes")
+    collect(records, retriever, GoldChecker(corpus, labels), out_dir / "checkpoints",
             top_k=cfg.env.top_k, seed=cfg.train.seed, progress=progress)
     return CollectedSet(corpus_path, out_dir / "checkpoints")
