@@ -3,7 +3,8 @@ policy-gradient step on the LoRA weights.
 
 Stages, each timed: `generate` (one batched sampling call for all states of the step), `score`
 (BM25 + checker + reward, one checker batch per group), `advantages`, then `loss` (reference and
-old log-probs where needed, then `num_iterations` optimiser updates over micro-batches).
+old log-probs where needed, then `num_iterations` optimiser updates over micro-batches). A checker
+that keeps counters adds its per-step `checker/*` metrics (calls, cache hits, latency, ...).
 
 Two exact shortcuts: each state's prompt is encoded once for its K completions (shared prefix,
 see `rollout.group_logprobs`), and when beta = 0 the groups with zero reward variance are left out
@@ -21,6 +22,7 @@ from typing import Any, Sequence, Union
 import torch
 
 from searchgrpo.agent_checkpoints import SearchState
+from searchgrpo.checker import checker_stats, stats_delta
 from searchgrpo.config import Config
 from searchgrpo.env import SearchRoundEnv, StepResult
 from searchgrpo.events import DocView, GroupScored, SampleView
@@ -104,8 +106,10 @@ def grpo_step(
             model, tok, prompts, num_samples=K, max_new_tokens=g.max_new_tokens,
             temperature=g.temperature, top_p=g.top_p, device=policy.device,
         )
+    before = checker_stats(env.checker)
     with watch.time("score"):
         results = [env.score_group(s, [c.text for c in group]) for s, group in zip(states, groups)]
+    after = checker_stats(env.checker)
     rewards = torch.tensor([[r.reward.total for r in rs] for rs in results], dtype=torch.float64)
     adv, zero_std = group_advantages(rewards, g.scale_rewards, g.advantage_eps)
 
@@ -169,6 +173,8 @@ def grpo_step(
             totals.grad_norms.append(grad_norm)
 
     metrics = _metrics(cfg, rewards, zero_std, results, groups, prompts, totals, watch, scheduler)
+    if before is not None and after is not None:
+        metrics.update(stats_delta(before, after))
     return StepOutcome(metrics, events, totals.nonfinite)
 
 
