@@ -107,7 +107,9 @@ def test_sigkill_then_resume_completes_the_run(tmp_path):
             "--set", "train.save_every=1", "--set", "train.keep_last=2"]
     run_dir = tmp_path / "runs" / "kill"
     proc = searchgrpo(*args, cwd=tmp_path)
-    _wait_for(lambda: (latest_checkpoint(run_dir) or _NoStep).step >= 3, proc)
+    # Poll with list_checkpoints: latest_checkpoint removes leftovers of interrupted writes, and
+    # from here that would delete the checkpoint the trainer is writing at that moment.
+    _wait_for(lambda: any(c.step >= 3 for c in list_checkpoints(run_dir)), proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     killed_at = latest_checkpoint(run_dir).step
@@ -121,10 +123,6 @@ def test_sigkill_then_resume_completes_the_run(tmp_path):
     assert steps[-1] == 12 and set(range(1, 13)) <= set(steps)
     for info in list_checkpoints(run_dir):
         assert json.loads((info.path / "trainer_state.json").read_text())["step"] == info.step
-
-
-class _NoStep:
-    step = -1
 
 
 def _wait_for(condition, proc: subprocess.Popen, timeout: float = 240) -> None:
