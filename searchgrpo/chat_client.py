@@ -76,7 +76,7 @@ class ChatClient:
         timeout_s: float = 60.0,
         max_retries: int = 20,
         retry_deadline_s: float = 300.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
@@ -84,10 +84,15 @@ class ChatClient:
         self.max_retries = max_retries
         self.retry_deadline_s = retry_deadline_s
         self.stats = ClientStats()
-        self._sleep = sleep
+        self._closed = threading.Event()
+        self._sleep = sleep or self._closed.wait  # close() cuts a backoff short
 
     def __repr__(self) -> str:  # never shows the key
         return f"ChatClient({self.base_url!r})"
+
+    def close(self) -> None:
+        """Stop retrying: requests waiting for a retry fail at once (a closing run must not wait)."""
+        self._closed.set()
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -166,6 +171,8 @@ class ChatClient:
                 self.stats.failures += 1
             attempt += 1
             elapsed = time.monotonic() - first
+            if self._closed.is_set():
+                raise ServerUnavailable(f"checker client for {url} was closed during a retry (last: {error})")
             if attempt > self.max_retries or elapsed + backoff > self.retry_deadline_s:
                 raise ServerUnavailable(
                     f"checker server {url} failed {attempt} times over {elapsed:.0f} s (last: {error}); "

@@ -268,6 +268,10 @@ def collect(
         )
     s = result.stats
     typer.echo(f"{s.written} questions collected, {s.skipped_existing} already there, {s.states} SEARCH rounds written")
+    if result.checker:
+        c = result.checker
+        typer.echo(f"checker: {int(c['calls'])} calls, {int(c['cache_hits'])} cache hits, "
+                   f"{int(c['unparsable'])} unparsable replies, {int(c['failures'])} retried attempts")
     for role, count in result.fallbacks.items():
         if count:
             typer.echo(f"{role}: the rule decided {count} times where the model's reply was unusable")
@@ -293,9 +297,9 @@ def serve(
     gguf = Path(cc.gguf).expanduser() if cc.gguf else embedded_gguf_path()
     server = EmbeddedServer(gguf, host=host, port=port, parallel=cc.max_concurrency, threads=cc.server_threads)
     with server:
-        typer.echo(f"serving {server.alias} at {server.base_url} ({server.parallel} slots, {server.threads} threads)")
-        typer.echo(f"use it with:  --set checker.backend=llm --set checker.server={server.base_url}", err=True)
         try:
+            typer.echo(f"serving {server.alias} at {server.base_url} ({server.parallel} slots, {server.threads} threads)")
+            typer.echo(f"use it with:  --set checker.backend=llm --set checker.server={server.base_url}", err=True)
             while True:
                 time.sleep(1)
         except KeyboardInterrupt:

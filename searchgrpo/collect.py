@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from searchgrpo.agent_checkpoints import DocumentRecord, Entity, Goal, RoundState, RunWriter
 from searchgrpo.agents import RuleEntityManager, RuleExecutor, RulePlanner, merge_documents, update_goals
-from searchgrpo.checker import CheckRequest, DocumentChecker
+from searchgrpo.checker import CheckRequest, DocumentChecker, checker_stats
 from searchgrpo.config import Config
 from searchgrpo.corpus import Document
 from searchgrpo.fileio import remove_stale_temporaries
@@ -194,6 +194,8 @@ class CollectResult:
     stats: CollectStats
     fallbacks: dict[str, int]
     """Per agent, the rounds in which the rule decided because the model's reply was unusable."""
+    checker: dict[str, float]
+    """The checker's counters (`stats()`), empty for one that keeps none."""
 
 
 def collect_to_folder(
@@ -284,8 +286,9 @@ def collect_to_folder(
             agents["executor"] = PolicyExecutor(cfg, seed=seed)
         stats = collect(selected, BM25Search(corpus), checker, out_dir / "checkpoints", top_k=cfg.env.top_k,
                         max_rounds=max_rounds, seed=seed, progress=progress, **agents)
+        checker_counters = checker_stats(checker) or {}
     finally:
         for close in closers:
             close()
     fallbacks = {role: agent.fallbacks for role, agent in agents.items()}
-    return CollectResult(corpus_path, out_dir / "checkpoints", stats, fallbacks)
+    return CollectResult(corpus_path, out_dir / "checkpoints", stats, fallbacks, checker_counters)

@@ -191,6 +191,7 @@ class LLMChecker:
 
     def close(self) -> None:
         """Stop the worker threads, close the cache and stop an embedded server."""
+        self.client.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self.cache is not None:
             self.cache.close()

@@ -122,3 +122,12 @@ def test_verdict_cache_is_safe_across_threads(tmp_path):
     assert not errors and len(cache) == 300
     keys = [CacheKey(f"q{t}", f"d{i}", "m", "v") for t in range(6) for i in range(50)]
     assert len(cache.get_many(keys)) == 300  # more keys than one SELECT takes
+
+
+def test_close_cuts_retries_short():
+    client = ChatClient(f"http://127.0.0.1:{closed_port()}/v1", max_retries=100, retry_deadline_s=300)
+    threading.Timer(0.3, client.close).start()
+    start = time.monotonic()
+    with pytest.raises(ServerUnavailable, match="closed during a retry"):
+        client.chat({"messages": []})
+    assert time.monotonic() - start < 5

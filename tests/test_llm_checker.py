@@ -212,6 +212,7 @@ def test_collect_with_the_llm_agents_writes_loadable_checkpoints(server, tmp_pat
     cfg = tiny_config(tmp_path, "checker.backend=llm", f"checker.server={server.base_url}", *FAST,
                       f"checker.cache_path={tmp_path / 'v.sqlite'}", "env.top_k=2")
     result = collect_to_folder(cfg, str(source), tmp_path / "out", max_rounds=3, planner="llm", entity_manager="llm")
+    assert result.checker["calls"] > 0 and result.checker["requests"] >= result.checker["calls"]
     loaded = load_states(result.checkpoints, min_clues_per_round=1)
     assert not loaded.issues.issues and loaded.states
     assert loaded.states[0].question_id == WORLD.questions[0].id
