@@ -80,15 +80,20 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
     def checker_and_reward() -> str:
         from searchgrpo.data import make_env
 
-        env = ctx["env"] = make_env(cfg, ctx["ds"])
+        env = make_env(cfg, ctx["ds"])
         state = ctx["ds"].train[0]
         env.reset(state)
-        result = env.step(list(state.original_clues))
+        try:
+            result = env.step(list(state.original_clues))
+        finally:
+            close = getattr(env.checker, "close", None)
+            if callable(close):
+                close()
         labels = {d.label.value for d in result.docs}
         return (f"{env.checker.name} checker labelled {len(result.docs)} documents ({', '.join(sorted(labels)) or 'none'}); "
                 f"the original clues score {result.reward.total:+.2f}")
 
-    _run("checker+reward", checker_and_reward, "check env.checker and the data's gold labels", results, needs=("search",))
+    _run("checker+reward", checker_and_reward, "check checker.* (and that its server runs) and the data's gold labels", results, needs=("search",))
 
     if not with_model:
         return results

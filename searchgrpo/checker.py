@@ -58,11 +58,42 @@ class Verdict:
 
 
 class DocumentChecker(Protocol):
-    """Labels documents. Implementations must be deterministic for a given request (frozen)."""
+    """Labels documents. Implementations must be deterministic for a given request (frozen).
+
+    A backend may also have `stats() -> dict[str, float]` (running counters, see `stats_delta`)
+    and `close()` (release a server or a cache); callers use them when present.
+    """
 
     name: str
 
     def check(self, requests: Sequence[CheckRequest]) -> list[Verdict]: ...
+
+
+def checker_stats(checker: object) -> dict[str, float] | None:
+    """The checker's running counters, or None if it keeps none."""
+    stats = getattr(checker, "stats", None)
+    return stats() if callable(stats) else None
+
+
+def stats_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """The `checker/*` metrics of the work done between two `stats()` readings.
+
+    calls: server requests that succeeded; cache_hits: verdicts answered without one;
+    cache_hit_rate: cache_hits over verdicts asked for; failures: failed attempts (retried);
+    unparsable: replies with no label (labelled IRRELEVANT); latency_ms: mean per call;
+    time_s: wall time spent inside check().
+    """
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    requests, calls = d.get("requests", 0.0), d.get("calls", 0.0)
+    return {
+        "checker/calls": calls,
+        "checker/cache_hits": d.get("cache_hits", 0.0),
+        "checker/cache_hit_rate": d.get("cache_hits", 0.0) / requests if requests else 0.0,
+        "checker/failures": d.get("failures", 0.0),
+        "checker/unparsable": d.get("unparsable", 0.0),
+        "checker/latency_ms": 1000.0 * d.get("latency_s", 0.0) / calls if calls else 0.0,
+        "checker/time_s": d.get("wall_s", 0.0),
+    }
 
 
 @dataclass

@@ -6,6 +6,8 @@
     searchgrpo check                         validate config, data, model and one forward pass
     searchgrpo config                        the resolved config, documented
     searchgrpo demo-world --out DIR          write a demo world (corpus, questions, checkpoints)
+    searchgrpo collect --questions FILE --out DIR   checkpoints + corpus from a question set
+    searchgrpo serve                         the frozen agents' OpenAI-compatible server (llama.cpp)
 
 Every command takes `--config PATH` (default: ./config.yaml if present, else built-in defaults)
 and repeatable `--set section.key=value` overrides. Expected errors print one line and exit 2;
@@ -353,6 +355,76 @@ def merge(
             f"[green]{p['output']}[/]: parity passed ({p['dtype']}; max |dlogp| {p['max_abs_logprob_delta']:.2e}, "
             f"greedy identical {p['greedy_identical']}/{p['probes']}, near ties {p['greedy_near_ties']})"
         )
+
+
+@app.command()
+def collect(
+    out: Annotated[Path, typer.Option(help="Folder for corpus.jsonl and checkpoints/ (resumes if it exists).")],
+    questions: Annotated[str, typer.Option(help="Question set in the normalised JSONL schema, or `demo`.")] = "demo",
+    limit: Annotated[Optional[int], typer.Option(help="Play only the first N questions.")] = None,
+    max_rounds: Annotated[int, typer.Option(help="Rounds per question, at most.")] = 6,
+    seed: Annotated[int, typer.Option(help="Seed of the rule-based Executor.")] = 0,
+    checker: Annotated[Optional[str], typer.Option(help="gold or llm (default: checker.backend).")] = None,
+    planner: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
+    executor: Annotated[str, typer.Option(help="rule or policy (the base model.base, greedy).")] = "rule",
+    entity_manager: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
+) -> None:
+    """Turn a question set into multi-agent checkpoints with a baseline pass (the training data)."""
+    quiet_libraries()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from searchgrpo.collect import collect_to_folder
+
+    if (limit is not None and limit < 1) or max_rounds < 1:
+        raise UserError("--limit and --max-rounds must be >= 1")
+    cfg, _ = load(config, overrides, (f"checker.backend={checker}",) if checker else ())
+    columns = (TextColumn("[bold]collect"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns) as progress:
+        task = progress.add_task("collect", total=None)
+        result = collect_to_folder(
+            cfg, questions, out, limit=limit, max_rounds=max_rounds, seed=seed, planner=planner, executor=executor,
+            entity_manager=entity_manager, progress=lambda n, total: progress.update(task, completed=n, total=total),
+        )
+    s = result.stats
+    typer.echo(f"{s.written} questions collected, {s.skipped_existing} already there, {s.states} SEARCH rounds written")
+    if result.checker:
+        c = result.checker
+        typer.echo(f"checker: {int(c['calls'])} calls, {int(c['cache_hits'])} cache hits, "
+                   f"{int(c['unparsable'])} unparsable replies, {int(c['failures'])} retried attempts")
+    for role, count in result.fallbacks.items():
+        if count:
+            typer.echo(f"{role}: the rule decided {count} times where the model's reply was unusable")
+    typer.echo(f"train on it with:  --set data.corpus={result.corpus} --set data.checkpoints={result.checkpoints}")
+
+
+@app.command()
+def serve(
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
+    host: Annotated[str, typer.Option(help="Address to listen on (127.0.0.1: this machine only).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: any free port).")] = 8765,
+) -> None:
+    """Serve the frozen agents' model (checker.gguf, default the embedded SmolLM2) over an
+    OpenAI-compatible API with llama.cpp, until Ctrl-C."""
+    import time
+
+    from searchgrpo.model import embedded_gguf_path
+    from searchgrpo.server import EmbeddedServer
+
+    cfg, _ = load(config, overrides)
+    cc = cfg.checker
+    gguf = Path(cc.gguf).expanduser() if cc.gguf else embedded_gguf_path()
+    server = EmbeddedServer(gguf, host=host, port=port, parallel=cc.max_concurrency, threads=cc.server_threads)
+    with server:
+        try:
+            typer.echo(f"serving {server.alias} at {server.base_url} ({server.parallel} slots, {server.threads} threads)")
+            typer.echo(f"use it with:  --set checker.backend=llm --set checker.server={server.base_url}", err=True)
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            typer.echo("stopping", err=True)
 
 
 def main() -> None:

@@ -1,32 +1,49 @@
 """The baseline multi-agent pass that turns a question set into checkpoints.
 
 For each question it plays up to `max_rounds` rounds of the multi-agent loop with frozen agents
-(rule-based Planner, Executor and EntityManager from `agents.py`, BM25 search, and a
-DocumentChecker) and writes the states in the contract's format (`checkpoints.py`). Runs that
-already have a `meta.json` are skipped, so an interrupted collect resumes where it stopped; the
-same inputs and seed always give the same checkpoints.
+(a Planner, an Executor and an EntityManager: rule-based from `agents.py` by default, or the LLM
+ones of `llm_agents.py` / the base policy of `policy_executor.py`; BM25 search; a DocumentChecker)
+and writes the states in the contract's format (`agent_checkpoints.py`). Runs that already have a
+`meta.json` are skipped, so an interrupted collect resumes where it stopped; the same inputs and
+seed always give the same checkpoints (the LLM agents answer greedily).
+
+`collect_to_folder` does it for a whole question set: it writes the pooled corpus
+(`corpus.jsonl`), then `checkpoints/`, ready for `data.corpus` and `data.checkpoints`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
+from searchgrpo.agent_checkpoints import DocumentRecord, Entity, Goal, RoundState, RunWriter
 from searchgrpo.agents import RuleEntityManager, RuleExecutor, RulePlanner, merge_documents, update_goals
-from searchgrpo.checker import CheckRequest, DocumentChecker
-from searchgrpo.agent_checkpoints import DocumentRecord, Goal, RoundState, RunWriter
+from searchgrpo.checker import CheckRequest, DocumentChecker, checker_stats
+from searchgrpo.config import Config
+from searchgrpo.corpus import Document
 from searchgrpo.fileio import remove_stale_temporaries
 from searchgrpo.questions import QuestionRecord
 from searchgrpo.search import Retriever
-
-if TYPE_CHECKING:
-    from searchgrpo.config import Config
 
 GENERIC_SUB_GOALS = (
     "find the document about the entity the question names",
     "find the document about the entity that document leads to",
 )
+
+
+class Planner(Protocol):
+    max_rounds: int
+
+    def next_strategy(self, state: RoundState, round_no: int, last_found_important: bool) -> str: ...
+
+
+class Executor(Protocol):
+    def clues(self, question_id: str, question: str, state: RoundState, round_no: int) -> list[str]: ...
+
+
+class EntityManager(Protocol):
+    def update(self, state: RoundState, question: str, important: list[Document]) -> tuple[Entity, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -54,12 +71,16 @@ def collect(
     max_rounds: int = 6,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    planner: Planner | None = None,
+    executor: Executor | None = None,
+    entity_manager: EntityManager | None = None,
 ) -> CollectStats:
-    """Write `out_dir/<question>/run_001/` for every record (see the module docstring)."""
+    """Write `out_dir/<question>/run_001/` for every record (see the module docstring).
+    Agents left as None are the rule-based ones."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    planner = RulePlanner(max_rounds)
-    executor = RuleExecutor(seed)
-    entity_manager = RuleEntityManager()
+    planner = planner or RulePlanner(max_rounds)
+    executor = executor or RuleExecutor(seed)
+    entity_manager = entity_manager or RuleEntityManager()
     written = skipped = states = 0
     for n, rec in enumerate(records, 1):
         run_dir = out_dir / question_dir_name(rec.id) / "run_001"
@@ -79,9 +100,9 @@ def _play(
     retriever: Retriever,
     checker: DocumentChecker,
     run_dir: Path,
-    planner: RulePlanner,
-    executor: RuleExecutor,
-    entity_manager: RuleEntityManager,
+    planner: Planner,
+    executor: Executor,
+    entity_manager: EntityManager,
     top_k: int,
 ) -> int:
     sub_goals = rec.sub_goals or GENERIC_SUB_GOALS
@@ -158,41 +179,133 @@ def _play(
 
 
 
+# --------------------------------------------------------------------------- a whole question set
+
+AGENT_CHOICES = {"planner": ("rule", "llm"), "executor": ("rule", "policy"), "entity_manager": ("rule", "llm")}
+MANIFEST = "collect.json"
+
+
 @dataclass(frozen=True)
-class CollectedSet:
-    """A question set turned into a corpus and multi-agent checkpoints."""
+class CollectResult:
+    """Where `collect_to_folder` wrote, and what it did."""
 
     corpus: Path
     checkpoints: Path
+    stats: CollectStats
+    fallbacks: dict[str, int]
+    """Per agent, the rounds in which the rule decided because the model's reply was unusable."""
+    checker: dict[str, float]
+    """The checker's counters (`stats()`), empty for one that keeps none."""
 
 
-def collect_question_set(cfg: "Config", questions: Path, out_dir: Path | None = None,
-                         progress: Callable[[int, int], None] | None = None) -> CollectedSet:
-    """Corpus (the pooled documents) and checkpoints of a normalised question set, written once.
+def collect_to_folder(
+    cfg: Config,
+    source: str,
+    out_dir: Path,
+    *,
+    limit: int | None = None,
+    max_rounds: int = 6,
+    seed: int = 0,
+    planner: str = "rule",
+    executor: str = "rule",
+    entity_manager: str = "rule",
+    progress: Callable[[int, int], None] | None = None,
+) -> CollectResult:
+    """Collect checkpoints for the question set `source` (a JSONL path, or `demo`) into `out_dir`.
 
-    Without `out_dir` the result is cached under the cache root, keyed by the file's content.
+    The corpus is the pooled documents of the whole set (the demo world: its own corpus), so it
+    does not change when `limit` does; only the first `limit` questions are played. The checker
+    is `cfg.checker` (`gold`: IMPORTANT = the set's gold documents). A folder collected from
+    another source is refused, so that its checkpoints and corpus always belong together.
     """
-    import hashlib
+    import json
 
     from searchgrpo.checker import GoldChecker, Label, QuestionLabels
-    from searchgrpo.config import home_dir
     from searchgrpo.corpus import Corpus, write_corpus
     from searchgrpo.errors import UserError
+    from searchgrpo.fileio import atomic_write_json
     from searchgrpo.questions import load_questions, pooled_corpus
+    from searchgrpo.config import home_dir
     from searchgrpo.search import search_for_corpus
+
+    for role, choice in (("planner", planner), ("executor", executor), ("entity_manager", entity_manager)):
+        if choice not in AGENT_CHOICES[role]:
+            raise UserError(f"--{role.replace('_', '-')} {choice!r}: expected one of {', '.join(AGENT_CHOICES[role])}")
+    if source == "demo":
+        from searchgrpo.demo_world import generate_world
+
+        d = cfg.data.demo
+        world = generate_world(d.questions, d.distractors, d.seed)
+        records, documents = world.questions, world.documents
+        origin = f"demo:q{d.questions}-d{d.distractors}-s{d.seed}"
+    else:
+        records = load_questions(source)
+        documents = pooled_corpus(records)
+        origin = str(Path(source).expanduser().resolve())
+    manifest_path = out_dir / MANIFEST
+    if manifest_path.is_file():
+        previous = json.loads(manifest_path.read_text(encoding="utf-8")).get("source")
+        if previous != origin:
+            raise UserError(f"{out_dir} holds a collect of {previous}; choose another --out for {origin}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    corpus_path = out_dir / "corpus.jsonl"
+    if not corpus_path.is_file():
+        write_corpus(corpus_path, documents)
+    atomic_write_json(manifest_path, {"source": origin, "questions": len(records), "documents": len(documents)})
+    selected = records[:limit] if limit else records
+    corpus = Corpus(documents, source=str(corpus_path))
+
+    closers: list[Callable[[], None]] = []
+    try:
+        endpoint = None
+        if cfg.checker.backend == "llm" or "llm" in (planner, entity_manager):
+            from searchgrpo.data import open_endpoint
+
+            endpoint = open_endpoint(cfg)
+            closers.append(endpoint.close)
+        if cfg.checker.backend == "llm":
+            from searchgrpo.data import open_llm_checker
+
+            checker: DocumentChecker = open_llm_checker(cfg, endpoint)
+            closers.insert(0, checker.close)  # type: ignore[attr-defined]
+        else:
+            labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in selected}
+            checker = GoldChecker(corpus, labels)
+        agents: dict[str, Any] = {}
+        if planner == "llm":
+            from searchgrpo.llm_agents import LLMPlanner
+
+            agents["planner"] = LLMPlanner(endpoint.client, endpoint.model, endpoint.structured_output, max_rounds)
+        if entity_manager == "llm":
+            from searchgrpo.llm_agents import LLMEntityManager
+
+            agents["entity_manager"] = LLMEntityManager(endpoint.client, endpoint.model, endpoint.structured_output,
+                                                        cfg.checker.max_doc_chars)
+        if executor == "policy":
+            from searchgrpo.policy_executor import PolicyExecutor
+
+            agents["executor"] = PolicyExecutor(cfg, seed=seed)
+        retriever = search_for_corpus(corpus, cfg.env.search_backend, home_dir(cfg) / "indexes")
+        stats = collect(selected, retriever, checker, out_dir / "checkpoints", top_k=cfg.env.top_k,
+                        max_rounds=max_rounds, seed=seed, progress=progress, **agents)
+        checker_counters = checker_stats(checker) or {}
+    finally:
+        for close in closers:
+            close()
+    fallbacks = {role: agent.fallbacks for role, agent in agents.items()}
+    return CollectResult(corpus_path, out_dir / "checkpoints", stats, fallbacks, checker_counters)
+
+
+def collect_question_set(cfg: Config, questions: Path) -> CollectResult:
+    """`collect_to_folder` with the rule agents into the cache root, keyed by the file's content
+    (used by `eval --questions`: the same file is collected once)."""
+    import hashlib
+
+    from searchgrpo.config import home_dir
+    from searchgrpo.errors import UserError
 
     if not questions.is_file():
         raise UserError(f"{questions}: question set not found")
-    if out_dir is None:
-        digest = hashlib.sha1(questions.read_bytes()).hexdigest()[:12]
-        out_dir = home_dir(cfg) / "collected" / f"{questions.stem}-{digest}-k{cfg.env.top_k}"
-    records = load_questions(questions)
-    corpus_path = out_dir / "corpus.jsonl"
-    if not corpus_path.is_file():
-        write_corpus(corpus_path, pooled_corpus(records))
-    corpus = Corpus(pooled_corpus(records), source=str(corpus_path))
-    labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in records}
-    retriever = search_for_corpus(corpus, cfg.env.search_backend, home_dir(cfg) / "indexes")
-    collect(records, retriever, GoldChecker(corpus, labels), out_dir / "checkpoints",
-            top_k=cfg.env.top_k, seed=cfg.train.seed, progress=progress)
-    return CollectedSet(corpus_path, out_dir / "checkpoints")
+    digest = hashlib.sha1(questions.read_bytes()).hexdigest()[:12]
+    folder = home_dir(cfg) / "collected" / f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}"
+    return collect_to_folder(cfg, str(questions), folder, seed=cfg.train.seed)

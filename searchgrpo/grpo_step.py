@@ -3,7 +3,8 @@ policy-gradient step on the LoRA weights.
 
 Stages, each timed: `generate` (one batched sampling call for all states of the step), `score`
 (BM25 + checker + reward, one checker batch per group), then `loss` (reference and old log-probs
-where needed, then `num_iterations` optimiser updates over micro-batches of whole groups).
+where needed, then `num_iterations` optimiser updates over micro-batches of whole groups). A
+checker that keeps counters adds its per-step `checker/*` metrics (calls, cache hits, latency, ...).
 
 Two exact shortcuts: each state's prompt is encoded once for its K completions (shared prefix,
 see `rollout.group_logprobs`), and when beta = 0 the groups with zero reward variance are left out
@@ -25,6 +26,7 @@ from typing import Any, Sequence, Union
 import torch
 
 from searchgrpo.agent_checkpoints import SearchState
+from searchgrpo.checker import checker_stats, stats_delta
 from searchgrpo.config import Config
 from searchgrpo.distributed import Dist
 from searchgrpo.env import SearchRoundEnv, StepResult
@@ -115,8 +117,10 @@ def grpo_step(
             model, tok, prompts, num_samples=K, max_new_tokens=g.max_new_tokens,
             temperature=g.temperature, top_p=g.top_p, device=policy.device, seeds=seeds,
         )
+    before = checker_stats(env.checker)
     with watch.time("score"):
         results = [env.score_group(s, [c.text for c in group]) for s, group in zip(states, groups)]
+    after = checker_stats(env.checker)
     rewards = torch.tensor([[r.reward.total for r in rs] for rs in results], dtype=torch.float64)
     adv, zero_std = group_advantages(rewards, g.scale_rewards, g.advantage_eps)
     if g.scale_rewards == "batch" and dist.enabled:
@@ -184,6 +188,10 @@ def grpo_step(
 
     parts = _metric_parts(rewards, zero_std, results, groups, prompts, K)
     metrics = _metrics(dist.gather_json(parts), dist.sum(totals.sums()), totals, watch, scheduler, dist)
+    if before is not None and after is not None:
+        keys = sorted(after)  # counters summed over ranks
+        summed = dict(zip(keys, dist.sum([after[k] - before.get(k, 0.0) for k in keys])))
+        metrics.update(stats_delta({}, summed))
     return StepOutcome(metrics, events, totals.nonfinite)
 
 

@@ -119,6 +119,7 @@ class ConsoleSink:
                     f" ±{m.get('reward/std', 0):.3f}  zero-std {m.get('reward/frac_zero_std', 0):.2f}"
                     f"  loss {m.get('loss/total', 0):+.4f}  kl {m.get('loss/kl', 0):.4f}"
                     f"  clip {m.get('loss/clip_frac', 0):.3f}  {m.get('time/step', 0):.1f}s"
+                    + checker_summary(m)
                 )
             self._groups.clear()
         elif isinstance(event, EvalFinished):
@@ -144,3 +145,17 @@ class ConsoleSink:
             self._progress.stop()
             self._line(f"[bold red]run failed[/] at step {event.step}: {event.error}")
 
+
+
+def checker_summary(metrics: dict[str, float]) -> str:
+    """The step line's checker part, for checkers that report `checker/*` metrics ('' otherwise)."""
+    if "checker/calls" not in metrics:
+        return ""
+    text = (f"  checker {int(metrics['checker/calls'])} calls, {metrics.get('checker/cache_hit_rate', 0):.0%} cached, "
+            f"{metrics.get('checker/latency_ms', 0):.0f} ms/call, {metrics.get('checker/time_s', 0):.1f}s")
+    failures, unparsable = int(metrics.get("checker/failures", 0)), int(metrics.get("checker/unparsable", 0))
+    if failures:
+        text += f", {failures} retried"
+    if unparsable:
+        text += f", {unparsable} unparsable"
+    return text

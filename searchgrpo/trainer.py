@@ -46,6 +46,7 @@ from searchgrpo.events import (
 )
 from searchgrpo.fileio import atomic_write_text
 from searchgrpo.grpo_step import grpo_step
+from searchgrpo.llm_checker import PROMPT_VERSION, LLMChecker
 from searchgrpo.rollout import encode_prompt
 from searchgrpo.train_checkpoints import (
     latest_checkpoint,
@@ -135,6 +136,10 @@ class Trainer:
         if len(ds.issues) > len(shown):
             self.sink(LogMessage("warning", f"... and {len(ds.issues) - len(shown)} more malformed inputs skipped"))
         self.env = make_env(cfg, ds)
+        checker = self.env.checker
+        if isinstance(checker, LLMChecker):
+            self.sink(LogMessage("info", f"checker: {checker.model} at {checker.client.base_url} "
+                                         f"({checker.structured_output} output, prompt {PROMPT_VERSION})"))
         per = cfg.train.states_per_step
         if per < dist.world:
             raise UserError(f"train.states_per_step = {per} is below the {dist.world} processes: each needs a state")
@@ -206,6 +211,14 @@ class Trainer:
         except BaseException as exc:
             self.sink(RunFailed(self.step, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
             raise
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Release what the checker holds (an embedded server, the verdict cache)."""
+        close = getattr(getattr(getattr(self, "env", None), "checker", None), "close", None)
+        if callable(close):
+            close()
 
     def _loop(self) -> RunSummary:
         import torch

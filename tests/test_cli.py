@@ -107,8 +107,7 @@ def test_sigkill_then_resume_completes_the_run(tmp_path):
             "--set", "train.save_every=1", "--set", "train.keep_last=2"]
     run_dir = tmp_path / "runs" / "kill"
     proc = searchgrpo(*args, cwd=tmp_path)
-    # list_checkpoints only reads; latest_checkpoint would delete the live writer's temporary folder.
-    _wait_for(lambda: max([c.step for c in list_checkpoints(run_dir)], default=-1) >= 3, proc)
+    _wait_for(lambda: any(c.step >= 3 for c in list_checkpoints(run_dir)), proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     killed_at = latest_checkpoint(run_dir).step

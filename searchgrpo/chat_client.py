@@ -1,0 +1,235 @@
+"""A small client for OpenAI-compatible `/v1/chat/completions` servers (vLLM, llama.cpp, ...).
+
+It speaks plain HTTP with the standard library (urllib): the frozen agents need one POST and one
+GET, so a client library would add a dependency and nothing else. It adds what a training run
+needs from a server it does not control:
+
+- a health check that fails in one line, within seconds, naming the URL;
+- retries of transient failures (connection refused or reset, timeouts, 429 and 5xx) with
+  exponential backoff, until `max_retries` retries or `retry_deadline_s` seconds have passed, so
+  that a server that restarts mid-run costs time but no step;
+- the API key from an environment variable, sent as a Bearer token and never logged or shown;
+- constraining a reply to a fixed set of words or a JSON schema with whatever structured-output
+  support the server has (`constrain`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from searchgrpo.errors import UserError
+
+BACKOFF_START_S = 0.5
+BACKOFF_MAX_S = 10.0
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+STRUCTURED_MODES = ("grammar", "json_schema", "choice", "none")
+
+
+class ServerUnavailable(UserError):
+    """The server could not be reached or kept failing past the retry budget."""
+
+
+class RequestRejected(UserError):
+    """The server answered a request with a client error (4xx other than 408/409/425/429)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class ClientStats:
+    """Counters since the client was made (read them as deltas)."""
+
+    calls: int = 0
+    """Successful requests."""
+    failures: int = 0
+    """Failed attempts (each retry that was needed counts)."""
+    latency_s: float = 0.0
+    """Summed wall time of the successful requests."""
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class ChatClient:
+    """POSTs chat completions to `base_url` (which ends in /v1) with retries (see the module docstring)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key_env: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 20,
+        retry_deadline_s: float = 300.0,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.retry_deadline_s = retry_deadline_s
+        self.stats = ClientStats()
+        self._closed = threading.Event()
+        self._sleep = sleep or self._closed.wait  # close() cuts a backoff short
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"ChatClient({self.base_url!r})"
+
+    def close(self) -> None:
+        """Stop retrying: requests waiting for a retry fail at once (a closing run must not wait)."""
+        self._closed.set()
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None, timeout: float) -> Any:
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        req = urllib.request.Request(self.base_url + path, data=data, method=method, headers=self._headers())
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read().decode("utf-8"))
+
+    # ------------------------------------------------------------------ health
+
+    def health(self, timeout_s: float = 5.0) -> list[str]:
+        """The served model ids (GET /models). Raises a one-line UserError naming the URL."""
+        url = f"{self.base_url}/models"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                listing = self._request("GET", "/models", None, timeout=max(deadline - time.monotonic(), 0.5))
+                break
+            except urllib.error.HTTPError as exc:
+                if exc.code in (401, 403):
+                    where = f"${self.api_key_env}" if self.api_key_env else "the API key"
+                    raise UserError(f"checker server {url} refused the API key (HTTP {exc.code}); check {where}") from None
+                if exc.code != 503 or time.monotonic() >= deadline:  # 503: llama.cpp still loading
+                    raise ServerUnavailable(f"checker server {url} answered HTTP {exc.code}; is it an "
+                                            "OpenAI-compatible server (base URL ending in /v1)?") from None
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                if time.monotonic() >= deadline:
+                    reason = getattr(exc, "reason", exc)
+                    raise ServerUnavailable(
+                        f"checker server {url} is unreachable ({_one_line(str(reason))}); start it "
+                        "(`searchgrpo serve`) or set checker.server"
+                    ) from None
+            self._sleep(0.2)
+        ids = [m.get("id") for m in listing.get("data", []) if isinstance(m, dict)] if isinstance(listing, dict) else []
+        return [i for i in ids if isinstance(i, str)]
+
+    # ------------------------------------------------------------------ completions
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST /chat/completions, retrying transient failures; the decoded JSON reply."""
+        url = f"{self.base_url}/chat/completions"
+        first = time.monotonic()
+        backoff = BACKOFF_START_S
+        attempt = 0
+        while True:
+            start = time.monotonic()
+            with self.stats.lock:
+                self.stats.in_flight += 1
+                self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
+            try:
+                reply = self._request("POST", "/chat/completions", body, timeout=self.timeout_s)
+                if not isinstance(reply, dict):
+                    raise ValueError("reply is not a JSON object")
+                with self.stats.lock:
+                    self.stats.calls += 1
+                    self.stats.latency_s += time.monotonic() - start
+                return reply
+            except urllib.error.HTTPError as exc:
+                if exc.code not in RETRYABLE_STATUS:
+                    detail = _one_line(exc.read().decode("utf-8", "replace")) if exc.fp else ""
+                    raise RequestRejected(f"checker server {url} rejected a request (HTTP {exc.code}): {detail}",
+                                          exc.code) from None
+                error = f"HTTP {exc.code}"
+            except (urllib.error.URLError, OSError, socket.timeout, ValueError) as exc:
+                error = _one_line(str(getattr(exc, "reason", exc)))
+            finally:
+                with self.stats.lock:
+                    self.stats.in_flight -= 1
+            with self.stats.lock:
+                self.stats.failures += 1
+            attempt += 1
+            elapsed = time.monotonic() - first
+            if self._closed.is_set():
+                raise ServerUnavailable(f"checker client for {url} was closed during a retry (last: {error})")
+            if attempt > self.max_retries or elapsed + backoff > self.retry_deadline_s:
+                raise ServerUnavailable(
+                    f"checker server {url} failed {attempt} times over {elapsed:.0f} s (last: {error}); "
+                    "the run stops here and resumes from its last checkpoint with --resume"
+                )
+            self._sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+
+def reply_text(reply: dict[str, Any]) -> str:
+    """The assistant message of a chat completion ('' if absent)."""
+    try:
+        content = reply["choices"][0]["message"].get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return ""
+    return content if isinstance(content, str) else ""
+
+
+def gbnf_choice(words: Sequence[str]) -> str:
+    """A llama.cpp GBNF grammar whose only sentences are `words`."""
+    return "root ::= " + " | ".join(json.dumps(w) for w in words)
+
+
+def constrain(body: dict[str, Any], mode: str, *, choices: Sequence[str] | None = None,
+              schema: dict[str, Any] | None = None, name: str = "answer") -> dict[str, Any]:
+    """`body` with the reply constrained to one of `choices` or to `schema`, in the server's dialect.
+
+    `grammar`: llama.cpp (GBNF for choices; its `json_schema` field for schemas). `json_schema`:
+    OpenAI's response_format (vLLM, llama.cpp, hosted APIs); choices become {"label": one of}.
+    `choice`: vLLM's structured_outputs (choice or json). `none`: unchanged.
+    """
+    if mode not in STRUCTURED_MODES:
+        raise ValueError(f"unknown structured-output mode {mode!r}")
+    out = dict(body)
+    if mode == "none":
+        return out
+    if choices is not None and schema is not None:
+        raise ValueError("give choices or a schema, not both")
+    if mode == "grammar":
+        if choices is not None:
+            out["grammar"] = gbnf_choice(choices)
+        else:
+            out["json_schema"] = schema
+    elif mode == "choice":
+        out["structured_outputs"] = {"choice": list(choices)} if choices is not None else {"json": schema}
+    else:
+        if choices is not None:
+            schema = choice_schema(choices)
+        out["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+    return out
+
+
+def choice_schema(choices: Sequence[str]) -> dict[str, Any]:
+    """The JSON schema {"label": one of choices} used where a server has no plain choice constraint."""
+    return {
+        "type": "object",
+        "properties": {"label": {"type": "string", "enum": list(choices)}},
+        "required": ["label"],
+        "additionalProperties": False,
+    }

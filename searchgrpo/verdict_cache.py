@@ -1,0 +1,107 @@
+"""The on-disk verdict cache of the LLM DocumentChecker (SQLite from the standard library).
+
+The checker is frozen, so the verdict for one (question, docid, checker model, prompt version)
+never changes: a group's overlapping documents, the other states of a question and every later
+epoch are answered from here. The "question" part of the key is a digest of everything about the
+question that the prompt shows (its text and sub-goals).
+
+One connection in WAL mode, shared by the checker's threads under a lock; several processes may
+use the same file (SQLite locks it; writers wait up to `busy_timeout`). Rows are plain text
+columns: nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS verdicts (
+    question_key   TEXT NOT NULL,
+    docid          TEXT NOT NULL,
+    model          TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    label          TEXT NOT NULL,
+    reason         TEXT NOT NULL DEFAULT '',
+    created        REAL NOT NULL,
+    PRIMARY KEY (question_key, docid, model, prompt_version)
+) WITHOUT ROWID
+"""
+_CHUNK = 400  # keys per SELECT: far below SQLite's limit on bound parameters
+
+
+def question_key(question: str, sub_goals: Sequence[str]) -> str:
+    """A digest of the question as the checker sees it: its text and its sub-goals."""
+    text = question.strip() + "\n" + "\n".join(g.strip() for g in sub_goals)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    question_key: str
+    docid: str
+    model: str
+    prompt_version: str
+
+
+class VerdictCache:
+    """(question, docid, model, prompt version) -> (label, reason), persisted in SQLite."""
+
+    def __init__(self, path: str | Path, busy_timeout_s: float = 30.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, check_same_thread=False,
+                                   isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(SCHEMA)
+
+    def get_many(self, keys: Iterable[CacheKey]) -> dict[CacheKey, tuple[str, str]]:
+        """The cached (label, reason) of every key that has one."""
+        by_group: dict[tuple[str, str], list[CacheKey]] = {}
+        for k in keys:
+            by_group.setdefault((k.model, k.prompt_version), []).append(k)
+        found: dict[CacheKey, tuple[str, str]] = {}
+        with self._lock:
+            for (model, version), group in by_group.items():
+                for start in range(0, len(group), _CHUNK):
+                    chunk = group[start:start + _CHUNK]
+                    wanted = {(k.question_key, k.docid): k for k in chunk}
+                    marks = ",".join("(?, ?)" for _ in chunk)
+                    rows = self._db.execute(
+                        "SELECT question_key, docid, label, reason FROM verdicts "
+                        f"WHERE model = ? AND prompt_version = ? AND (question_key, docid) IN (VALUES {marks})",
+                        [model, version, *(v for k in chunk for v in (k.question_key, k.docid))],
+                    ).fetchall()
+                    for qkey, docid, label, reason in rows:
+                        found[wanted[(qkey, docid)]] = (label, reason)
+        return found
+
+    def put_many(self, items: Iterable[tuple[CacheKey, str, str]]) -> None:
+        """Store (key, label, reason) rows in one transaction; an existing row is kept."""
+        now = time.time()
+        rows = [(k.question_key, k.docid, k.model, k.prompt_version, label, reason, now) for k, label, reason in items]
+        if not rows:
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR IGNORE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

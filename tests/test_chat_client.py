@@ -1,0 +1,133 @@
+"""The chat client, the checker's prompt and parsing, and the verdict cache: no server needed."""
+
+import socket
+import threading
+import time
+
+import pytest
+
+from searchgrpo.chat_client import ChatClient, ServerUnavailable, choice_schema, constrain, gbnf_choice
+from searchgrpo.checker import CheckRequest, Label, stats_delta
+from searchgrpo.data import open_endpoint
+from searchgrpo.errors import UserError
+from searchgrpo.llm_checker import LABELS, parse_label, user_prompt
+from searchgrpo.verdict_cache import CacheKey, VerdictCache, question_key
+from tests.conftest import tiny_config
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("text, label", [
+    ("IMPORTANT", Label.IMPORTANT),
+    ("irrelevant.", Label.IRRELEVANT),
+    ("The document is RELEVANT to the question", Label.RELEVANT),
+    ('{"label": "RELEVANT"}', Label.RELEVANT),
+    ('{"label": "nonsense"} but IMPORTANT', Label.IMPORTANT),
+    ("<think>maybe IMPORTANT?</think>IRRELEVANT", Label.IRRELEVANT),
+    ("Irrelevant, not relevant", Label.IRRELEVANT),
+    ("", None),
+    ("no idea", None),
+    ("importantly", None),
+])
+def test_parse_label(text, label):
+    assert parse_label(text) is label
+
+
+def test_constrain_speaks_each_dialect():
+    body = {"messages": []}
+    assert constrain(body, "grammar", choices=LABELS)["grammar"] == gbnf_choice(LABELS)
+    assert gbnf_choice(["A", "B"]) == 'root ::= "A" | "B"'
+    assert constrain(body, "choice", choices=LABELS)["structured_outputs"] == {"choice": list(LABELS)}
+    fmt = constrain(body, "json_schema", choices=LABELS, name="verdict")["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == choice_schema(LABELS)
+    assert constrain(body, "none", choices=LABELS) == body
+    schema = {"type": "object"}
+    assert constrain(body, "grammar", schema=schema)["json_schema"] == schema
+    assert body == {"messages": []}  # never modified in place
+
+
+def test_prompt_holds_question_sub_goals_and_cut_document():
+    req = CheckRequest("q", "Who founded X?", ("find X", "find its founder"), "d1", "X Corp", "word " * 1000)
+    text = user_prompt(req, max_doc_chars=100)
+    assert "Question: Who founded X?" in text and "1. find X\n2. find its founder" in text
+    assert "Document title: X Corp" in text and text.index("Question") < text.index("Document title")
+    assert len(text) < 400 and "…" in text
+
+
+def test_server_down_at_start_fails_in_one_line_within_seconds(tmp_path):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    cfg = tiny_config(tmp_path, "checker.backend=llm", f"checker.server={url}")
+    start = time.monotonic()
+    with pytest.raises(UserError) as info:
+        open_endpoint(cfg)
+    assert time.monotonic() - start < 10
+    message = str(info.value)
+    assert "\n" not in message and url in message and "unreachable" in message
+
+
+def test_retries_stop_at_the_budget_with_a_clear_error():
+    client = ChatClient(f"http://127.0.0.1:{closed_port()}/v1", max_retries=3, sleep=lambda s: None)
+    with pytest.raises(ServerUnavailable, match="failed 4 times"):
+        client.chat({"messages": []})
+    assert client.stats.failures == 4 and client.stats.calls == 0 and client.stats.in_flight == 0
+
+
+def test_stats_delta_names_and_rates():
+    before = {"requests": 10, "cache_hits": 4, "calls": 6, "failures": 0, "unparsable": 0, "latency_s": 3.0, "wall_s": 2}
+    after = {"requests": 30, "cache_hits": 19, "calls": 11, "failures": 2, "unparsable": 1, "latency_s": 4.0, "wall_s": 3}
+    m = stats_delta(before, after)
+    assert m == {"checker/calls": 5, "checker/cache_hits": 15, "checker/cache_hit_rate": 0.75, "checker/failures": 2,
+                 "checker/unparsable": 1, "checker/latency_ms": pytest.approx(200.0), "checker/time_s": 1}
+    assert stats_delta(after, after)["checker/cache_hit_rate"] == 0.0
+
+
+def test_verdict_cache_persists_and_separates_its_key(tmp_path):
+    path = tmp_path / "v.sqlite"
+    q = question_key("Who?", ("a", "b"))
+    assert q != question_key("Who?", ("a",)) and q == question_key(" Who? ", ("a", "b"))
+    key = CacheKey(q, "d1", "m", "v1")
+    cache = VerdictCache(path)
+    cache.put_many([(key, "IMPORTANT", "llm")])
+    cache.put_many([(key, "IRRELEVANT", "later")])  # the first verdict stays: the checker is frozen
+    cache.close()
+    cache = VerdictCache(path)
+    others = [CacheKey(q, "d2", "m", "v1"), CacheKey(q, "d1", "other-model", "v1"), CacheKey(q, "d1", "m", "v2")]
+    assert cache.get_many([key, *others]) == {key: ("IMPORTANT", "llm")}
+    assert len(cache) == 1
+    assert b"pickle" not in path.read_bytes() and b"\x80\x04" not in path.read_bytes()
+
+
+def test_verdict_cache_is_safe_across_threads(tmp_path):
+    cache = VerdictCache(tmp_path / "v.sqlite")
+    errors = []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(50):
+                key = CacheKey(f"q{t}", f"d{i}", "m", "v")
+                cache.put_many([(key, "RELEVANT", "")])
+                assert cache.get_many([key]) == {key: ("RELEVANT", "")}
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(cache) == 300
+    keys = [CacheKey(f"q{t}", f"d{i}", "m", "v") for t in range(6) for i in range(50)]
+    assert len(cache.get_many(keys)) == 300  # more keys than one SELECT takes
+
+
+def test_close_cuts_retries_short():
+    client = ChatClient(f"http://127.0.0.1:{closed_port()}/v1", max_retries=100, retry_deadline_s=300)
+    threading.Timer(0.3, client.close).start()
+    start = time.monotonic()
+    with pytest.raises(ServerUnavailable, match="closed during a retry"):
+        client.chat({"messages": []})
+    assert time.monotonic() - start < 5
