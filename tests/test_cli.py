@@ -107,7 +107,8 @@ def test_sigkill_then_resume_completes_the_run(tmp_path):
             "--set", "train.save_every=1", "--set", "train.keep_last=2"]
     run_dir = tmp_path / "runs" / "kill"
     proc = searchgrpo(*args, cwd=tmp_path)
-    _wait_for(lambda: (latest_checkpoint(run_dir) or _NoStep).step >= 3, proc)
+    # list_checkpoints only reads; latest_checkpoint would delete the live writer's temporary folder.
+    _wait_for(lambda: max([c.step for c in list_checkpoints(run_dir)], default=-1) >= 3, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     killed_at = latest_checkpoint(run_dir).step
@@ -121,10 +122,6 @@ def test_sigkill_then_resume_completes_the_run(tmp_path):
     assert steps[-1] == 12 and set(range(1, 13)) <= set(steps)
     for info in list_checkpoints(run_dir):
         assert json.loads((info.path / "trainer_state.json").read_text())["step"] == info.step
-
-
-class _NoStep:
-    step = -1
 
 
 def _wait_for(condition, proc: subprocess.Popen, timeout: float = 240) -> None:
