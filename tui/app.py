@@ -40,6 +40,9 @@ from tui.sources import TrainRunner, follow_events, run_trainer
 DRAIN = 2_000
 """Events folded into the model per turn of the event loop; input is handled between turns."""
 TABS = ("train", "eval", "merge", "config", "log")
+FIRST_FOCUS = {"train": "#group-table", "eval": "#eval-policies", "merge": "#merge-checkpoints",
+               "config": "#config-table", "log": "#log-pane"}
+"""What a tab focuses when shown, so its keys work at once."""
 
 
 class ConsoleApp(App[int]):
@@ -52,7 +55,6 @@ class ConsoleApp(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "searchgrpo"
-    AUTO_FOCUS = "#group-table"
     BINDINGS = [
         Binding("s", "start", "Start"),
         Binding("p", "pause", "Pause/Resume"),
@@ -171,6 +173,7 @@ class ConsoleApp(App[int]):
         if event.pane.id in ("eval", "merge"):
             self.refresh_checkpoints()
         self.redraw()
+        self.query_one(FIRST_FOCUS[event.pane.id]).focus()
 
     def refresh_checkpoints(self) -> None:
         """Offer the current run's checkpoints (else the newest run's) to eval and merge."""

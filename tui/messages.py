@@ -18,12 +18,3 @@ class EventsArrived(Message):
         # The handler drains the whole inbox, so one pending notice is as good as several.
         return isinstance(message, EventsArrived)
 
-
-class WorkFailed(Message):
-    """A worker ended with an exception that its events did not report."""
-
-    def __init__(self, job: str, error: str, traceback: str = "") -> None:
-        super().__init__()
-        self.job = job
-        self.error = error
-        self.traceback = traceback

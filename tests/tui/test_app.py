@@ -19,7 +19,7 @@ from tui.widgets import GroupTable, MetricTable, SampleDetail
 def text_of(app, selector: str) -> str:
     """What a Static shows, as plain text."""
     console = Console(width=200, record=True, file=io.StringIO())
-    console.print(app.query_one(selector, Static).content)
+    console.print(app.screen.query_one(selector, Static).content)
     return console.export_text()
 
 
