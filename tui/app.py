@@ -53,7 +53,7 @@ class ConsoleApp(App[int]):
     code: 1 when the run failed, else 0.
     """
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).parent / "app.tcss"
     TITLE = "searchgrpo"
     BINDINGS = [
         Binding("s", "start", "Start"),
@@ -94,6 +94,7 @@ class ConsoleApp(App[int]):
         self.control: TrainerControl | None = None
         self._quit_when_stopped = False
         self._pending_merge: dict[str, Any] | None = None
+        self._bindings_state: tuple[str, str] = ("", "")
 
     # ------------------------------------------------------------------ layout
 
@@ -154,7 +155,10 @@ class ConsoleApp(App[int]):
             self.query_one(MergePane).update_from()
             if active == "log":
                 self.query_one(LogPane).update_from()
-            self.refresh_bindings()
+            state = (self.model.run.status, active)
+            if state != self._bindings_state:  # the footer re-renders on each refresh: only on change
+                self._bindings_state = state
+                self.refresh_bindings()
 
     def redraw_plots(self) -> None:
         with _tearing_down_ok():

@@ -9,6 +9,7 @@ which they tell by the version counters.
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,9 +92,13 @@ class RunModel:
         self.checkpoints = [c for c in self.checkpoints if c.step <= step]
         self.steps_version += 1
 
+    def last(self, key: str, n: int) -> list[float]:
+        """The last `n` values of a metric, oldest first (without copying the whole history)."""
+        return [v for _, v in islice(reversed(self.history.get(key, ())), n)][::-1]
+
     def eta_seconds(self) -> float | None:
         """Remaining steps times the mean step time of the last ten steps."""
-        times = [v for _, v in list(self.history.get("time/step", ()))[-10:]]
+        times = self.last("time/step", 10)
         if not times or not self.total_steps:
             return None
         return max(self.total_steps - self.step, 0) * sum(times) / len(times)

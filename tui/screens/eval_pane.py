@@ -104,7 +104,7 @@ class EvalPane(Horizontal):
         elif job.status == "failed":
             lines.append(f"✖ {job.error}\n", style="bold red")
         for policy, (done, total) in job.progress.items():
-            lines.append(f"{policy[-24:]:<24} {bar(done, total, 12)}\n")
+            lines.append(f"{policy[-16:]:<16} {bar(done, total, 10)}\n")
         self.query_one("#eval-status", Static).update(lines)
         units = max(len(job.started.policies) * job.started.states, 1) if job.started else 1
         done = sum(d for d, _ in job.progress.values())

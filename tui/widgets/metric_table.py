@@ -53,10 +53,9 @@ class MetricTable(DataTable):
             self.update_cell(key, "trend", trend)
 
     def _cells(self, key: str, run: RunModel) -> tuple[Text, Text]:
-        points = run.history[key]
-        value = points[-1][1]
+        recent = run.last(key, TREND)
+        value = recent[-1]
         style = "bold yellow" if key in WARN and value >= WARN[key] else ""
-        recent = [v for _, v in list(points)[-TREND:]]
         return (Text(fmt_value(key, value), style=style, justify="right"),
                 Text(sparkline(recent, TREND), style="cyan"))
 

@@ -7,7 +7,8 @@ from textual_plotext import PlotextPlot
 from tui.format import thin
 from tui.model import RunModel
 
-MAX_POINTS = 400
+MAX_POINTS = 240
+"""Plenty for a braille line two dots per cell wide; more only slows the redraw."""
 
 
 class RewardPlot(PlotextPlot):
