@@ -23,7 +23,8 @@ def render_sample(sample: SampleView) -> RenderableType:
     comp = Text()
     for name, value in sample.components.items():
         comp.append(f"{name} ", style="dim")
-        comp.append(f"{value + 0.0:+.2f}", style="green" if value > 0 else "red" if value < 0 else "dim")  # no -0.00
+        style = "green" if value > 0 else "red" if value < 0 else "dim"
+        comp.append(f"{value + 0.0:+.2f}", style=style)  # + 0.0 turns -0.0 into 0.0
         comp.append(f" ({sample.counts.get(name, 0):g})   ", style="dim")
     parts.append(comp)
     if sample.unparsable:
