@@ -148,7 +148,7 @@ class ConsoleApp(App[int]):
                 self.model.apply(event)
 
     def redraw_text(self) -> None:
-        with _tearing_down_ok():
+        with _panes_may_be_missing():
             active = self.query_one(TabbedContent).active
             self.query_one(TrainPane).update_from(plots=False)
             self.query_one(EvalPane).update_from()
@@ -161,23 +161,25 @@ class ConsoleApp(App[int]):
                 self.refresh_bindings()
 
     def redraw_plots(self) -> None:
-        with _tearing_down_ok():
+        with _panes_may_be_missing():
             if self.query_one(TabbedContent).active == "train":
                 self.query_one(TrainPane).update_from(plots=True)
 
     def redraw(self) -> None:
         """Everything, at once (tests and snapshots call this instead of waiting for timers)."""
         self.drain_all()
-        self.query_one(TrainPane).update_from(plots=True)
-        self.query_one(LogPane).update_from()
+        with _panes_may_be_missing():
+            self.query_one(TrainPane).update_from(plots=True)
+            self.query_one(LogPane).update_from()
         self.redraw_text()
 
     @on(TabbedContent.TabActivated)
     def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
-        if event.pane.id in ("eval", "merge"):
-            self.refresh_checkpoints()
-        self.redraw()
-        self.query_one(FIRST_FOCUS[event.pane.id]).focus()
+        with _panes_may_be_missing():
+            if event.pane.id in ("eval", "merge"):
+                self.refresh_checkpoints()
+            self.redraw()
+            self.query_one(FIRST_FOCUS[event.pane.id]).focus()
 
     def refresh_checkpoints(self) -> None:
         """Offer the current run's checkpoints (else the newest run's) to eval and merge."""
@@ -373,8 +375,8 @@ class ConsoleApp(App[int]):
 
 
 @contextlib.contextmanager
-def _tearing_down_ok() -> Iterator[None]:
-    """Timers can fire while the app shuts down and its widgets are already gone."""
+def _panes_may_be_missing() -> Iterator[None]:
+    """Timers and tab events can come while the panes are not mounted yet, or already gone."""
     try:
         yield
     except NoMatches:

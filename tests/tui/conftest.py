@@ -33,7 +33,7 @@ def make_app(cfg, runner=None, **kwargs: Any) -> ConsoleApp:
     return ConsoleApp(cfg, "built-in defaults", **kwargs)
 
 
-async def until(pilot, condition: Callable[[], bool], what: str = "condition", turns: int = 400) -> None:
+async def until(pilot, condition: Callable[[], bool], what: str = "condition", turns: int = 1500) -> None:
     """Let the app run until `condition` holds; fail after `turns` turns of the event loop."""
     for _ in range(turns):
         if condition():

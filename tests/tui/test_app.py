@@ -199,3 +199,18 @@ async def test_replay_shows_a_finished_run_including_a_resume(cfg, tmp_path):
         assert [c.step for c in run.checkpoints] == [4]
         assert any(entry.level == "warning" for entry in app.model.log)
         assert "REPLAY" in text_of(app, "#run-text")
+
+
+async def test_command_palette_offers_the_controls(cfg):
+    runner = ScriptedRunner(steps=2)
+    app = make_app(cfg, runner)
+    async with app.run_test(size=SIZE) as pilot:
+        commands = {c.title: c.callback for c in app.get_system_commands(app.screen)}
+        assert {"Start training", "Pause or resume training", "Stop training", "Save a checkpoint now",
+                "Show eval"} <= set(commands)
+        commands["Start training"]()
+        await settle(pilot)
+        assert len(runner.calls) == 1 and app.model.run.status == "completed"
+        commands["Show merge"]()
+        await pilot.pause()
+        assert app.query_one("TabbedContent").active == "merge"
