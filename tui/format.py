@@ -65,3 +65,13 @@ def bar(done: int, total: int, width: int = 20) -> str:
     """A text progress bar: '██████░░░░ 3/5'."""
     filled = round(width * done / total) if total else 0
     return f"{'█' * filled}{'░' * (width - filled)} {done}/{total}"
+
+
+_CONTROL = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0, 32), *range(127, 160)) if c not in (9, 10)}
+
+
+def printable(text: str, one_line: bool = False) -> str:
+    """Model output made safe to draw: control characters (a sampled ESC would move the terminal's
+    cursor) become U+FFFD; with `one_line`, newlines and tabs become ⏎ and a space."""
+    text = text.translate(_CONTROL)
+    return text.replace("\n", "⏎").replace("\t", " ") if one_line else text

@@ -7,7 +7,7 @@ import threading
 
 from searchgrpo.events import EvalProgress, EvalStarted, JobFailed, event_to_dict
 from tests.tui.scripted import run_started, scripted_run, step_events
-from tui.format import fmt_duration, sparkline, thin
+from tui.format import fmt_duration, printable, sparkline, thin
 from tui.inbox import EventInbox
 from tui.model import ConsoleModel
 from tui.sources import JsonlFollower, follow_events
@@ -93,3 +93,8 @@ def test_formatting_helpers():
     points = [(i, float(i)) for i in range(1, 1001)]
     kept = thin(points, 100)
     assert len(kept) <= 101 and kept[0] == (1, 1.0) and kept[-1] == (1000, 1000.0)
+
+
+def test_model_output_is_made_safe_to_draw():
+    assert printable("a\x1b[2Jb\x00c\td\ne") == "a\ufffd[2Jb\ufffdc\td\ne"
+    assert printable("a\tb\nc", one_line=True) == "a b⏎c"

@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
 from searchgrpo.events import GroupScored
+from tui.format import printable
 from tui.model import RunModel
 from tui.widgets import GroupTable, MetricPlot, MetricTable, RewardPlot, RunStatus, SampleDetail
 
@@ -69,14 +70,14 @@ class TrainPane(Vertical):
         area.set_class(group.zero_std, "-zero-std")
         area.border_title = (f"group {pos + 1}/{len(groups)} · step {group.step}"
                              + ("  (following newest)" if self.pinned is None else "  (browsing: f follows newest)"))
-        title = Text.assemble(("Q ", "dim"), (group.question, "bold"), ("  ", ""),
+        title = Text.assemble(("Q ", "dim"), (printable(group.question, one_line=True), "bold"), ("  ", ""),
                               (f"{group.state_id} round {group.round}", "dim"),
                               (f"   mean {group.reward_mean:+.3f} σ {group.reward_std:.3f}", ""))
         if group.zero_std:
             title.append("   ⚠ ZERO VARIANCE: all rewards equal, no learning signal", style="bold yellow")
         if group.original_clues:
             title.append("\noriginal clues: ", style="dim")
-            title.append(" │ ".join(group.original_clues), style="dim italic")
+            title.append(" │ ".join(printable(c, one_line=True) for c in group.original_clues), style="dim italic")
         self.query_one("#group-title", Static).update(title)
         table = self.query_one(GroupTable)
         table.show(group)

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from searchgrpo.events import GroupScored, SampleView
+from tui.format import printable
 
 SHORT = {
     "new_important": "imp", "new_relevant": "rel", "irrelevant": "irr", "already_discovered": "seen",
@@ -61,7 +62,8 @@ class GroupTable(DataTable):
         best = max(s.reward for s in group.samples) if group.samples else 0.0
         for s in group.samples:
             reward_style = "bold green" if s.reward == best and not group.zero_std else ""
-            clues = Text("unparsable completion", style="red") if s.unparsable else Text(" │ ".join(s.clues))
+            clues = (Text("unparsable completion", style="red") if s.unparsable
+                     else Text(" │ ".join(printable(c, one_line=True) for c in s.clues)))
             self.add_row(
                 Text(str(s.index), style="dim"),
                 Text(f"{s.reward:+.3f}", style=reward_style, justify="right"),

@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from searchgrpo.events import SampleView
-from tui.format import LABEL_STYLE
+from tui.format import LABEL_STYLE, printable
 
 
 def render_sample(sample: SampleView) -> RenderableType:
@@ -29,9 +29,9 @@ def render_sample(sample: SampleView) -> RenderableType:
     parts.append(comp)
     if sample.unparsable:
         parts.append(Text("The completion could not be parsed into clues.", style="bold red"))
-    parts.append(Text(f"completion: {sample.completion.strip()}", style="dim italic", overflow="fold"))
+    parts.append(Text(f"completion: {printable(sample.completion.strip())}", style="dim italic", overflow="fold"))
     for i, clue in enumerate(sample.clues):
-        parts.append(Text.assemble(("\nclue ", "dim"), (f"{i + 1}", "bold"), (": ", "dim"), (clue, "bold cyan")))
+        parts.append(Text.assemble(("\nclue ", "dim"), (f"{i + 1}", "bold"), (": ", "dim"), (printable(clue, one_line=True), "bold cyan")))
         docs = sorted((d for d in sample.docs if d.clue_index == i), key=lambda d: d.rank)
         if not docs:
             parts.append(Text("  no documents retrieved", style="dim"))
@@ -43,9 +43,9 @@ def render_sample(sample: SampleView) -> RenderableType:
         table.add_column("docid", width=10, overflow="fold")
         table.add_column("document", ratio=1, overflow="fold")
         for d in docs:
-            body = Text.assemble((d.title, "bold"), "\n", (d.snippet, "dim"))
+            body = Text.assemble((printable(d.title), "bold"), "\n", (printable(d.snippet), "dim"))
             if d.reason:
-                body.append(f"\n↳ {d.reason}", style="italic")
+                body.append(f"\n↳ {printable(d.reason)}", style="italic")
             table.add_row(str(d.rank + 1), Text(d.label, style=LABEL_STYLE.get(d.label, "")),
                           Text("new", style="bold") if d.new else Text("seen", style="dim"), d.docid, body)
         parts.append(table)
