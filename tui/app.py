@@ -1,7 +1,7 @@
 """The searchgrpo console: watch and steer GRPO training, then eval and merge, in one app.
 
-The app is the shell: tabs, key bindings, and the workers. Training, eval and merge each run in
-a Textual thread worker that sends core events into an `EventInbox`; the app folds them into the
+The app is the shell: tabs, key bindings, and the training worker (the Eval and Merge tabs run
+their own). Training, eval and merge each run in a Textual thread worker that sends core events into an `EventInbox`; the app folds them into the
 `ConsoleModel` and timers redraw the panes from the model (10 Hz for text, 2 Hz for plots), so a
 burst of events costs one redraw, not one per event. Widgets are never touched from a worker.
 """
@@ -9,7 +9,6 @@ burst of events costs one redraw, not one per event. Widgets are never touched f
 from __future__ import annotations
 
 import contextlib
-import traceback
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -24,11 +23,11 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from searchgrpo.config import Config
 from searchgrpo.control import TrainerControl
 from searchgrpo.events import CheckpointSaved, RunFailed
-from tui import jobs, runs
+from tui import runs
+from tui.failures import report_failure, traceback_text
 from tui.inbox import EventInbox
 from tui.messages import EventsArrived
 from tui.model import ConsoleModel
-from tui.report import load_report
 from tui.screens.config_pane import ConfigPane
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.eval_pane import EvalPane
@@ -93,7 +92,6 @@ class ConsoleApp(App[int]):
         self.inbox = EventInbox(lambda: self.post_message(EventsArrived()))
         self.control: TrainerControl | None = None
         self._quit_when_stopped = False
-        self._pending_merge: dict[str, Any] | None = None
         self._bindings_state: tuple[str, str] = ("", "")
 
     # ------------------------------------------------------------------ layout
@@ -104,9 +102,9 @@ class ConsoleApp(App[int]):
             with TabPane("Train", id="train"):
                 yield TrainPane(self.model.run, self.source, id="train-pane")
             with TabPane("Eval", id="eval"):
-                yield EvalPane(self.model.eval, id="eval-pane")
+                yield EvalPane(self.model.eval, self.cfg, self.inbox.put, id="eval-pane")
             with TabPane("Merge", id="merge"):
-                yield MergePane(self.model.merge, id="merge-pane")
+                yield MergePane(self.model.merge, self.cfg, self.inbox.put, id="merge-pane")
             with TabPane("Config", id="config"):
                 yield ConfigPane(self.cfg, self.config_source, id="config-pane")
             with TabPane("Log", id="log"):
@@ -283,31 +281,6 @@ class ConsoleApp(App[int]):
     def _follow(self, path: Path, follow: bool) -> None:
         follow_events(path, self.inbox.put, get_current_worker().cancelled_event, follow=follow)
 
-    @work(thread=True, exclusive=True, group="eval", exit_on_error=False, description="eval")
-    def _eval(self, request: dict[str, Any]) -> Any:
-        path = jobs.run_eval_job(self.cfg, request, self.inbox.put, get_current_worker().cancelled_event)
-        return load_report(path)
-
-    @work(thread=True, exclusive=True, group="merge", exit_on_error=False, description="merge")
-    def _merge(self, request: dict[str, Any]) -> list[str]:
-        return jobs.run_merge_job(self.cfg, request, self.inbox.put, get_current_worker().cancelled_event)
-
-    @on(EvalPane.Requested)
-    def _eval_requested(self, message: EvalPane.Requested) -> None:
-        self.model.eval.reset()
-        self.model.note("info", f"eval requested: {message.request}")
-        self._eval(message.request)
-
-    @on(MergePane.Requested)
-    def _merge_requested(self, message: MergePane.Requested) -> None:
-        self.start_merge(message.request)
-
-    def start_merge(self, request: dict[str, Any]) -> None:
-        self._pending_merge = request
-        self.model.merge.reset()
-        self.model.note("info", f"merge requested: {request}")
-        self._merge(request)
-
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker, state = event.worker, event.state
         if state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
@@ -317,23 +290,14 @@ class ConsoleApp(App[int]):
         if worker.group == "train":
             self._train_finished(error)
         elif worker.group == "source" and error is not None:
-            self._failed("events file", error)
-        elif worker.group == "eval":
-            if error is not None:
-                self._job_failed(self.model.eval, error)
-            elif state == WorkerState.SUCCESS:
-                self.query_one(EvalPane).show_report(worker.result)
-                self.model.eval.status = "done"
-                self.model.eval.version += 1
-        elif worker.group == "merge":
-            self._merge_finished(error)
+            report_failure(self, "events file", error)
         self.redraw()
 
     def _train_finished(self, error: BaseException | None) -> None:
         run = self.model.run
         if error is not None and run.status != "failed":
             # The trainer reports its own errors as RunFailed; this one happened outside it.
-            self.model.apply(RunFailed(run.step, f"{type(error).__name__}: {error}", _traceback(error)))
+            self.model.apply(RunFailed(run.step, f"{type(error).__name__}: {error}", traceback_text(error)))
         elif run.active:
             run.status = "stopped" if self.control and self.control.stop.is_set() else "completed"
             run.version += 1
@@ -344,35 +308,6 @@ class ConsoleApp(App[int]):
         if self._quit_when_stopped:
             self.exit(self.exit_code_for_run())
 
-    def _merge_finished(self, error: BaseException | None) -> None:
-        if error is None:
-            self.model.merge.status = "done"
-            self.model.merge.version += 1
-            return
-        paths = jobs.existing_outputs(error)
-        if paths is None:
-            self._job_failed(self.model.merge, error)
-            return
-        request = dict(self._pending_merge or {})
-        self.model.merge.fail("output exists: " + ", ".join(paths))
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.start_merge({**request, "overwrite": True})
-            else:
-                self.model.note("info", "merge cancelled: existing output kept")
-
-        self.push_screen(ConfirmScreen("These merged models already exist:\n\n" + "\n".join(paths)
-                                       + "\n\nOverwrite them?", "Overwrite"), answered)
-
-    def _job_failed(self, job: Any, error: BaseException) -> None:
-        job.fail(f"{type(error).__name__}: {error}")
-        self._failed(job.name, error)
-
-    def _failed(self, what: str, error: BaseException) -> None:
-        self.model.note("error", f"{what} failed: {type(error).__name__}: {error}\n{_traceback(error)}")
-        self.notify(f"{type(error).__name__}: {error}", title=f"{what} failed", severity="error", timeout=30)
-
 
 @contextlib.contextmanager
 def _panes_may_be_missing() -> Iterator[None]:
@@ -381,7 +316,3 @@ def _panes_may_be_missing() -> Iterator[None]:
         yield
     except NoMatches:
         pass
-
-
-def _traceback(error: BaseException) -> str:
-    return "".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip()

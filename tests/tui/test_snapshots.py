@@ -18,6 +18,8 @@ from searchgrpo.events import event_to_dict
 from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, until
 from tests.tui.scripted import ScriptedRunner, scripted_run
 from tui.screens.confirm import ConfirmScreen
+from tui.screens.eval_pane import EvalPane
+from tui.screens.merge_pane import MergePane
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +78,9 @@ def test_eval_pane_with_a_report(cfg, fake_eval, snap_compare):
         await settle(pilot)
         await pilot.press("2")
         pilot.app.query_one("#eval-policies", SelectionList).select("runs/20260101-000000/checkpoints/step-000008")
-        await pilot.click("#eval-run")
+        # Not a click: a pressed button stays highlighted for a moment, which would race the screenshot.
+        pilot.app.query_one(EvalPane).start({"baseline": True, "checkpoints": [
+            "runs/20260101-000000/checkpoints/step-000008"], "num_samples": 1, "limit": None})
         await settle(pilot)
         pilot.app.query_one("#eval-policies").focus()
         await pilot.pause()
@@ -93,7 +97,7 @@ def test_merge_pane_asks_before_overwriting(cfg, fake_merge, snap_compare):
     async def run_before(pilot):
         await pilot.press("3")
         pilot.app.query_one("#merge-checkpoints", SelectionList).select(str(step8))
-        await pilot.click("#merge-run")
+        pilot.app.query_one(MergePane).start({"checkpoints": [str(step8)], "output_dir": "merged"})  # see above
         await until(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), "overwrite question")
         pilot.app.redraw()
         await pilot.pause()

@@ -1,8 +1,9 @@
 """The Eval tab: choose the baseline and/or checkpoints, run eval in a worker, and compare.
 
-The form posts `EvalPane.Requested` with `EvalRequest` fields; the app runs the job. When the
-report arrives, three tables show it: aggregate metrics with confidence intervals, the paired
-gain of each checkpoint over the baseline, and the reward per question.
+The form builds `EvalRequest` fields and the pane runs eval in its own thread worker, whose events
+go to the app's inbox like the trainer's. When the report is written, three tables show it:
+aggregate metrics with confidence intervals, the paired gain of each checkpoint over the
+baseline, and the reward per question.
 """
 
 from __future__ import annotations
@@ -11,15 +12,20 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.message import Message
 from textual.widgets import Button, DataTable, Input, Label, ProgressBar, SelectionList, Static
+from textual.worker import Worker, WorkerState, get_current_worker
 
+from searchgrpo.config import Config
+from searchgrpo.events import EventSink, LogMessage
+from tui.failures import report_failure
 from tui.format import bar
+from tui.jobs import run_eval_job
 from tui.model import JobModel
-from tui.report import AGGREGATE_COLUMNS, PAIRED_METRICS, EvalReport, aggregate_rows, paired_rows, question_rows
+from tui.report import (AGGREGATE_COLUMNS, PAIRED_METRICS, EvalReport, aggregate_rows, load_report, paired_rows,
+                        question_rows)
 
 BASELINE = "baseline"
 
@@ -27,16 +33,9 @@ BASELINE = "baseline"
 class EvalPane(Horizontal):
     """Eval form on the left, the comparison on the right."""
 
-    class Requested(Message):
-        """Run eval with these `EvalRequest` fields."""
-
-        def __init__(self, request: dict[str, Any]) -> None:
-            super().__init__()
-            self.request = request
-
-    def __init__(self, job: JobModel, **kwargs) -> None:
+    def __init__(self, job: JobModel, cfg: Config, sink: EventSink, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.job = job
+        self.job, self.cfg, self.sink = job, cfg, sink
         self._drawn = -1
 
     def compose(self) -> ComposeResult:
@@ -85,12 +84,35 @@ class EvalPane(Horizontal):
         if limit == 0 or samples in (0, None):
             self.notify("States and samples must be whole numbers of at least 1.", severity="warning")
             return
-        self.post_message(self.Requested({
+        self.start({
             "baseline": BASELINE in chosen,
             "checkpoints": [p for p in chosen if p != BASELINE],
             "num_samples": samples,
             "limit": limit,
-        }))
+        })
+
+    def start(self, request: dict[str, Any]) -> None:
+        """Run eval with these `EvalRequest` fields."""
+        self.job.reset()
+        self.sink(LogMessage("info", f"eval requested: {request}"))
+        self._eval(request)
+
+    @work(thread=True, exclusive=True, group="eval", exit_on_error=False, description="eval")
+    def _eval(self, request: dict[str, Any]) -> EvalReport:
+        path = run_eval_job(self.cfg, request, self.sink, get_current_worker().cancelled_event)
+        return load_report(path)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group != "eval":
+            return
+        if event.state == WorkerState.SUCCESS:
+            self.job.status = "done"
+            self.job.version += 1
+            self.show_report(event.worker.result)
+        elif event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.job.fail(f"{type(error).__name__}: {error}")
+            report_failure(self, "eval", error)
 
     def update_from(self) -> None:
         job = self.job

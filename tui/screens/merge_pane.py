@@ -1,7 +1,8 @@
 """The Merge tab: choose checkpoints and an output folder, merge in a worker with progress.
 
-Existing output folders are never replaced silently: the app asks in a dialog first (see
-`ConsoleApp._merge_finished`).
+The pane runs merge in its own thread worker. Existing output folders are never replaced
+silently: when merge refuses with `OutputExists`, a dialog names them, and only an explicit
+"Overwrite" runs the merge again with overwrite=True.
 """
 
 from __future__ import annotations
@@ -10,29 +11,29 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.widgets import Button, DataTable, Input, Label, SelectionList, Static
+from textual.worker import Worker, WorkerState, get_current_worker
 
+from searchgrpo.config import Config
+from searchgrpo.events import EventSink, LogMessage
+from tui.failures import report_failure
 from tui.format import bar
+from tui.jobs import existing_outputs, run_merge_job
 from tui.model import JobModel
+from tui.screens.confirm import ConfirmScreen
 
 
 class MergePane(Horizontal):
     """Merge form on the left, progress and results on the right."""
 
-    class Requested(Message):
-        """Run merge with these `MergeRequest` fields."""
-
-        def __init__(self, request: dict[str, Any]) -> None:
-            super().__init__()
-            self.request = request
-
-    def __init__(self, job: JobModel, **kwargs) -> None:
+    def __init__(self, job: JobModel, cfg: Config, sink: EventSink, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.job = job
+        self.job, self.cfg, self.sink = job, cfg, sink
+        self.request: dict[str, Any] = {}
+        """The request of the merge running (or last run)."""
         self._drawn = -1
 
     def compose(self) -> ComposeResult:
@@ -71,7 +72,41 @@ class MergePane(Horizontal):
         if not output:
             self.notify("Name an output folder.", severity="warning")
             return
-        self.post_message(self.Requested({"checkpoints": list(chosen), "output_dir": output}))
+        self.start({"checkpoints": list(chosen), "output_dir": output})
+
+    def start(self, request: dict[str, Any]) -> None:
+        """Run merge with these `MergeRequest` fields."""
+        self.request = request
+        self.job.reset()
+        self.sink(LogMessage("info", f"merge requested: {request}"))
+        self._merge(request)
+
+    @work(thread=True, exclusive=True, group="merge", exit_on_error=False, description="merge")
+    def _merge(self, request: dict[str, Any]) -> list[str]:
+        return run_merge_job(self.cfg, request, self.sink, get_current_worker().cancelled_event)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group != "merge":
+            return
+        if event.state == WorkerState.SUCCESS:
+            self.job.status = "done"
+            self.job.version += 1
+        elif event.state == WorkerState.ERROR:
+            error = event.worker.error
+            paths = existing_outputs(error)
+            if paths is None:
+                self.job.fail(f"{type(error).__name__}: {error}")
+                report_failure(self, "merge", error)
+                return
+            self.job.fail("output exists: " + ", ".join(paths))
+            question = "These merged models already exist:\n\n" + "\n".join(paths) + "\n\nOverwrite them?"
+            self.app.push_screen(ConfirmScreen(question, "Overwrite"), self._overwrite_answered)
+
+    def _overwrite_answered(self, yes: bool | None) -> None:
+        if yes:
+            self.start({**self.request, "overwrite": True})
+        else:
+            self.sink(LogMessage("info", "merge cancelled: the existing output was kept"))
 
     def update_from(self) -> None:
         job = self.job
