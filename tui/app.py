@@ -1,16 +1,17 @@
 """The searchgrpo console: watch and steer GRPO training, then eval and merge, in one app.
 
 The app is the shell: tabs, key bindings, and the training worker (the Eval and Merge tabs run
-their own). Training, eval and merge each run in a Textual thread worker that sends core events into an `EventInbox`; the app folds them into the
-`ConsoleModel` and timers redraw the panes from the model (10 Hz for text, 2 Hz for plots), so a
-burst of events costs one redraw, not one per event. Widgets are never touched from a worker.
+their own). Training, eval and merge each run in a Textual thread worker that sends core events
+into an `EventInbox`; the app folds them into the `ConsoleModel`, and timers redraw the panes from
+the model (10 Hz for text, 2 Hz for plots), so a burst of events costs one redraw, not one per
+event. Widgets are never touched from a worker.
 """
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -283,8 +284,10 @@ class ConsoleApp(App[int]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker, state = event.worker, event.state
-        if state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
-            return
+        if worker.group not in ("train", "source") or state not in (
+            WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED
+        ):
+            return  # eval and merge workers belong to their tabs
         self.drain_all()
         error = worker.error if state == WorkerState.ERROR else None
         if worker.group == "train":
