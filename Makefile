@@ -1,5 +1,6 @@
 # The two commands of the README:
-#   make demo   set up, then train on the embedded default (SmolLM2-135M on the demo world)
+#   make demo   set up, then open the training console, training on the embedded default
+#               (SmolLM2-135M on the demo world); `searchgrpo train --headless` trains without it
 #   make test   set up, then run the test suite
 # Set-up is a virtual environment in .venv with the CPU build of torch; on a GPU machine, install
 # the CUDA build first:  make setup TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
@@ -22,7 +23,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: setup
-	$(VENV)/bin/searchgrpo train --headless
+	$(VENV)/bin/searchgrpo tui --start
 
 test: setup
 	$(PY) -m pytest -q

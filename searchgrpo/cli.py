@@ -1,5 +1,7 @@
 """The `searchgrpo` command line (Typer).
 
+    searchgrpo tui --start                   the training console, training at once
+    searchgrpo tui --attach runs/<run_id>    follow a (headless) run from another terminal
     searchgrpo train --headless              train on config.yaml (the embedded demo by default)
     searchgrpo train --headless --debug      a few tiny steps, to see that everything works
     searchgrpo train --headless --resume     continue the newest run from its last checkpoint
@@ -129,7 +131,7 @@ def train(
         cfg = load_config(run_dir / "config.yaml", [*extra, *(overrides or [])])
         source = str(run_dir / "config.yaml")
     if not headless:
-        from tui.launch import launch_console  # the one place the core starts the console
+        from tui.launch import launch_console  # the core imports the console only here, in cli.py
 
         raise typer.Exit(launch_console(cfg, source, start=True, run_dir=run_dir, resume=resume))
     raise typer.Exit(run_headless(cfg, run_dir=run_dir, resume=resume))
@@ -152,6 +154,32 @@ def launch_data_parallel(num_processes: int) -> int:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
            "-m", "searchgrpo", *args]
     return subprocess.call(cmd)
+
+
+@app.command()
+def tui(
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
+    start: Annotated[bool, typer.Option(help="Start training at once (else press s).")] = False,
+    attach: Annotated[Optional[Path], typer.Option(help="Follow a run (its folder or events.jsonl) as it trains, e.g. a headless run.")] = None,
+    replay: Annotated[Optional[Path], typer.Option(help="Show a finished run from its folder or events.jsonl.")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue the newest run (or --run-dir) from its last checkpoint.")] = False,
+    run_dir: Annotated[Optional[Path], typer.Option(help="The run folder to write or resume.")] = None,
+) -> None:
+    """Open the training console: watch and steer training live, eval and merge, attach or replay."""
+    if attach and replay:
+        raise UserError("--attach and --replay are exclusive")
+    if (attach or replay) and (start or resume):
+        raise UserError("--start and --resume train; --attach and --replay only watch a run")
+    cfg, source = load(config, overrides)
+    if resume:
+        run_dir = find_run_to_resume(cfg, run_dir)
+        cfg = load_config(run_dir / "config.yaml", overrides or [])
+        source = str(run_dir / "config.yaml")
+    from tui.launch import launch_console  # the core imports the console only here, in cli.py
+
+    raise typer.Exit(launch_console(cfg, source, start=start or resume, run_dir=run_dir, resume=resume,
+                                    attach=attach, replay=replay))
 
 
 def run_headless(cfg: Config, *, run_dir: Path | None = None, resume: bool = False) -> int:

@@ -19,14 +19,14 @@ ranks.
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from searchgrpo.config import Config, to_yaml
+from searchgrpo.control import TrainerControl
 from searchgrpo.data import Dataset, load_dataset, make_env
 from searchgrpo.distributed import Dist
 from searchgrpo.errors import UserError
@@ -56,18 +56,6 @@ from searchgrpo.train_checkpoints import (
 )
 
 MAX_ISSUES_SHOWN = 20
-
-
-@dataclass
-class TrainerControl:
-    """Requests from another thread, honoured between steps."""
-
-    stop: threading.Event = field(default_factory=threading.Event)
-    """Save a checkpoint and end the run."""
-    pause: threading.Event = field(default_factory=threading.Event)
-    """While set, wait before the next step."""
-    save_now: threading.Event = field(default_factory=threading.Event)
-    """Write a checkpoint after the current step."""
 
 
 def derive_seed(*parts: object) -> int:

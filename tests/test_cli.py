@@ -133,3 +133,22 @@ def _wait_for(condition, proc: subprocess.Popen, timeout: float = 240) -> None:
         time.sleep(0.05)
     proc.kill()
     pytest.fail("timed out")
+
+
+def test_tui_opens_the_console_with_the_parsed_options(monkeypatch, tmp_path):
+    import tui.launch
+
+    seen = {}
+    monkeypatch.setattr(tui.launch, "launch_console", lambda cfg, source, **kw: seen.update(cfg=cfg, **kw) or 0)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli.app, ["tui", "--start", "--set", "grpo.beta=0.0"])
+    assert result.exit_code == 0, result.output
+    assert seen["cfg"].grpo.beta == 0.0 and seen["start"] is True and seen["attach"] is None
+    result = runner.invoke(cli.app, ["tui", "--attach", "runs/abc"])
+    assert result.exit_code == 0 and seen["attach"] == Path("runs/abc") and seen["start"] is False
+
+
+def test_tui_refuses_to_train_while_attaching(tmp_path):
+    proc = searchgrpo("tui", "--attach", "runs/x", "--start", cwd=tmp_path)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "only watch a run" in out

@@ -1,4 +1,4 @@
-"""The core never imports the console; the CLI's help does not load torch."""
+"""The core never imports the console; the console and the CLI's help do not load torch."""
 
 import pkgutil
 import subprocess
@@ -36,3 +36,24 @@ def test_only_the_cli_mentions_the_console():
         if path.name != "cli.py":
             assert "import tui" not in text and "from tui" not in text, path
             assert "import textual" not in text and "from textual" not in text, path
+
+
+TUI_MODULES = sorted(
+    ".".join(("tui", *p.relative_to(ROOT / "tui").with_suffix("").parts)).removesuffix(".__init__")
+    for p in (ROOT / "tui").rglob("*.py")
+)
+HEAVY = ("torch", "transformers", "peft", "bitsandbytes")
+
+
+def test_every_tui_module_is_found():
+    assert {"tui.app", "tui.launch", "tui.model", "tui.widgets.group_table", "tui.screens.eval_pane"} <= set(TUI_MODULES)
+
+
+def test_console_imports_no_torch():
+    loaded = _loaded_after("\n".join(f"import {m}" for m in TUI_MODULES))
+    assert not [m for m in HEAVY if m in loaded]
+
+
+def test_console_model_needs_no_textual():
+    loaded = _loaded_after("import tui.model, tui.inbox, tui.sources, tui.report, tui.format")
+    assert "textual" not in loaded

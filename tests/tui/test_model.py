@@ -1,0 +1,100 @@
+"""The console's run model and event plumbing, without Textual."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from searchgrpo.events import EvalProgress, EvalStarted, JobFailed, event_to_dict
+from tests.tui.scripted import run_started, scripted_run, step_events
+from tui.format import fmt_duration, printable, sparkline, thin
+from tui.inbox import EventInbox
+from tui.model import ConsoleModel
+from tui.sources import JsonlFollower, follow_events
+
+
+def test_model_follows_a_run_and_estimates_the_time_left():
+    model = ConsoleModel()
+    for event in scripted_run(steps=4, total=12, finish=False):
+        model.apply(event)
+    run = model.run
+    assert (run.status, run.step, run.total_steps) == ("running", 4, 12)
+    assert run.eta_seconds() == 8 * 10.0  # 8 steps left at the scripted 10 s per step
+    assert [s for s, _ in run.history["eval/reward_mean"]] == [4]
+    assert len(run.groups) == 8 and run.checkpoints[-1].step == 4
+    assert [e.level for e in model.log][:2] == ["warning", "info"]
+
+
+def test_a_resumed_run_forgets_the_steps_after_its_checkpoint():
+    model = ConsoleModel()
+    for event in [run_started(10), *step_events(1), *step_events(2), *step_events(3)]:
+        model.apply(event)
+    model.apply(run_started(10, start_step=2))
+    assert [s for s, _ in model.run.history["reward/mean"]] == [1, 2]
+    assert {g.step for g in model.run.groups} == {1, 2} and model.run.step == 2
+    for event in step_events(3):
+        model.apply(event)
+    assert [s for s, _ in model.run.history["reward/mean"]] == [1, 2, 3]
+
+
+def test_jobs_track_progress_and_failure():
+    model = ConsoleModel()
+    model.eval.reset()
+    model.apply(EvalStarted(["baseline", "step-000004"], 5, "r.json"))
+    model.apply(EvalProgress("baseline", 5, 5))
+    model.apply(EvalProgress("step-000004", 2, 5))
+    assert model.eval.progress == {"baseline": (5, 5), "step-000004": (2, 5)}
+    model.apply(JobFailed("eval", "boom"))
+    assert model.eval.status == "failed" and model.eval.error == "boom"
+    assert model.merge.status == "idle"
+
+
+def test_inbox_posts_once_per_burst_and_hands_out_slices():
+    notices = []
+    inbox = EventInbox(lambda: notices.append(1))
+    threads = [threading.Thread(target=lambda: [inbox.put(i) for i in range(500)]) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert inbox.received == 2000 and len(notices) == 1
+    batch, more = inbox.take(1500)
+    assert len(batch) == 1500 and more
+    batch, more = inbox.take(1500)
+    assert len(batch) == 500 and not more
+    inbox.put("next")
+    assert len(notices) == 2
+
+
+def test_follower_waits_for_whole_lines(tmp_path):
+    path = tmp_path / "events.jsonl"
+    follower = JsonlFollower(path)
+    assert follower.read() == []  # not written yet
+    lines = [json.dumps(event_to_dict(e)) + "\n" for e in step_events(1)]
+    path.write_text(lines[0] + "not json\n" + lines[1][:25])
+    assert len(follower.read()) == 1
+    with path.open("a") as fh:
+        fh.write(lines[1][25:])
+    assert [type(e).__name__ for e in follower.read()] == ["GroupScored"]
+
+
+def test_replay_reads_everything_then_returns(tmp_path):
+    path = tmp_path / "events.jsonl"
+    events = scripted_run(steps=3)
+    path.write_text("".join(json.dumps(event_to_dict(e)) + "\n" for e in events))
+    got = []
+    follow_events(path, got.append, threading.Event(), follow=False)
+    assert got == events
+
+
+def test_formatting_helpers():
+    assert fmt_duration(75) == "1m15s" and fmt_duration(3700) == "1h01m" and fmt_duration(None) == "–"
+    assert sparkline([0, 1, 2, 3, 4, 5, 6, 7]) == "▁▂▃▄▅▆▇█" and sparkline([2, 2]) == "▄▄"
+    points = [(i, float(i)) for i in range(1, 1001)]
+    kept = thin(points, 100)
+    assert len(kept) <= 101 and kept[0] == (1, 1.0) and kept[-1] == (1000, 1000.0)
+
+
+def test_model_output_is_made_safe_to_draw():
+    assert printable("a\x1b[2Jb\x00c\td\ne") == "a\ufffd[2Jb\ufffdc\td\ne"
+    assert printable("a\tb\nc", one_line=True) == "a b⏎c"

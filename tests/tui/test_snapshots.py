@@ -1,0 +1,123 @@
+"""Snapshots of each pane (pytest-textual-snapshot). Scripted events with fixed times, a fixed
+terminal size and relative paths keep them identical from run to run.
+
+After a deliberate change to the look: `pytest tests/tui/test_snapshots.py --snapshot-update`,
+then review the SVGs under __snapshots__/ (and copy the README's ones to docs/).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import SelectionList
+
+from searchgrpo.events import event_to_dict
+from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, until
+from tests.tui.scripted import ScriptedRunner, scripted_run
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.eval_pane import EvalPane
+from tui.screens.merge_pane import MergePane
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch):
+    """Log lines show local time; pin the zone."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_train_pane_mid_run(cfg, snap_compare):
+    runner = ScriptedRunner(steps=12, gated=True)
+
+    async def run_before(pilot):
+        runner.allow(8)
+        await until(pilot, lambda: pilot.app.model.run.step == 8, "step 8")
+        pilot.app.redraw()
+        await pilot.pause()
+
+    assert snap_compare(make_app(cfg, runner, start=True), terminal_size=SIZE, run_before=run_before)
+
+
+def test_train_pane_flags_a_zero_variance_group(cfg, snap_compare):
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("left_square_bracket")
+
+    assert snap_compare(make_app(cfg, ScriptedRunner(steps=5), start=True), terminal_size=SIZE, run_before=run_before)
+
+
+def test_drill_down(cfg, snap_compare):
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("down", "d")
+
+    assert snap_compare(make_app(cfg, ScriptedRunner(steps=6), start=True), terminal_size=SIZE, run_before=run_before)
+
+
+def test_failed_run(cfg, snap_compare):
+    async def run_before(pilot):
+        await settle(pilot)
+        pilot.app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(make_app(cfg, ScriptedRunner(steps=6, fail_at=4), start=True), terminal_size=SIZE,
+                        run_before=run_before)
+
+
+def test_eval_pane_with_a_report(cfg, fake_eval, snap_compare):
+    make_checkpoint(Path("runs/20260101-000000"), 4)
+    make_checkpoint(Path("runs/20260101-000000"), 8)
+
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("2")
+        pilot.app.query_one("#eval-policies", SelectionList).select("runs/20260101-000000/checkpoints/step-000008")
+        # Not a click: a pressed button stays highlighted for a moment, which would race the screenshot.
+        pilot.app.query_one(EvalPane).start({"baseline": True, "checkpoints": [
+            "runs/20260101-000000/checkpoints/step-000008"], "num_samples": 1, "limit": None})
+        await settle(pilot)
+        pilot.app.query_one("#eval-policies").focus()
+        await pilot.pause()
+
+    assert snap_compare(make_app(cfg, ScriptedRunner(steps=2), start=True), terminal_size=SIZE, run_before=run_before)
+
+
+def test_merge_pane_asks_before_overwriting(cfg, fake_merge, snap_compare):
+    run = Path("runs/20260101-000000")
+    make_checkpoint(run, 4)
+    step8 = make_checkpoint(run, 8)
+    Path("merged/tiny-grpo-step8").mkdir(parents=True)
+
+    async def run_before(pilot):
+        await pilot.press("3")
+        pilot.app.query_one("#merge-checkpoints", SelectionList).select(str(step8))
+        pilot.app.query_one(MergePane).start({"checkpoints": [str(step8)], "output_dir": "merged"})  # see above
+        await until(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), "overwrite question")
+        pilot.app.redraw()
+        await pilot.pause()
+
+    assert snap_compare(make_app(cfg, run_dir=run), terminal_size=SIZE, run_before=run_before)
+
+
+def test_config_pane(cfg, snap_compare):
+    assert snap_compare(make_app(cfg), press=["4"], terminal_size=SIZE)
+
+
+def test_log_pane_of_a_replay(cfg, tmp_path, snap_compare):
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(event_to_dict(e)) + "\n" for e in scripted_run(steps=12)))
+
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("5")
+        pilot.app.redraw()
+        await pilot.pause()
+
+    assert snap_compare(make_app(cfg, source="replay", events_path=Path("events.jsonl")), terminal_size=SIZE,
+                        run_before=run_before)

@@ -1,0 +1,321 @@
+"""The searchgrpo console: watch and steer GRPO training, then eval and merge, in one app.
+
+The app is the shell: tabs, key bindings, and the training worker (the Eval and Merge tabs run
+their own). Training, eval and merge each run in a Textual thread worker that sends core events
+into an `EventInbox`; the app folds them into the `ConsoleModel`, and timers redraw the panes from
+the model (10 Hz for text, 2 Hz for plots), so a burst of events costs one redraw, not one per
+event. Widgets are never touched from a worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.css.query import NoMatches
+from textual.screen import Screen
+from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from searchgrpo.config import Config
+from searchgrpo.control import TrainerControl
+from searchgrpo.events import CheckpointSaved, RunFailed
+from tui import runs
+from tui.failures import report_failure, traceback_text
+from tui.inbox import EventInbox
+from tui.messages import EventsArrived
+from tui.model import ConsoleModel
+from tui.screens.config_pane import ConfigPane
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.eval_pane import EvalPane
+from tui.screens.log_pane import LogPane
+from tui.screens.merge_pane import MergePane
+from tui.screens.train_pane import TrainPane
+from tui.sources import TrainRunner, follow_events, run_trainer
+
+DRAIN = 2_000
+"""Events folded into the model per turn of the event loop; input is handled between turns."""
+TABS = ("train", "eval", "merge", "config", "log")
+FIRST_FOCUS = {"train": "#group-table", "eval": "#eval-policies", "merge": "#merge-checkpoints",
+               "config": "#config-table", "log": "#log-pane"}
+"""What a tab focuses when shown, so its keys work at once."""
+
+
+class ConsoleApp(App[int]):
+    """Train, eval, merge, config and log tabs over one `ConsoleModel`.
+
+    `source` is "live" (this app runs the trainer with `runner`), "attach" (follow the growing
+    `events_path`) or "replay" (read `events_path` once). The app's return value is the exit
+    code: 1 when the run failed, else 0.
+    """
+
+    CSS_PATH = Path(__file__).parent / "app.tcss"
+    TITLE = "searchgrpo"
+    BINDINGS = [
+        Binding("s", "start", "Start"),
+        Binding("p", "pause", "Pause/Resume"),
+        Binding("x", "stop", "Stop+ckpt"),
+        Binding("c", "checkpoint", "Checkpoint"),
+        Binding("left_square_bracket", "group('older')", "Older group"),
+        Binding("right_square_bracket", "group('newer')", "Newer"),
+        Binding("f", "group('follow')", "Follow"),
+        Binding("d", "group('detail')", "Drill-down"),
+        *(Binding(str(i + 1), f"show_tab('{tab}')", tab.title(), show=False) for i, tab in enumerate(TABS)),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        cfg: Config,
+        config_source: str,
+        *,
+        source: str = "live",
+        start: bool = False,
+        run_dir: Path | None = None,
+        resume: bool = False,
+        events_path: Path | None = None,
+        runner: TrainRunner = run_trainer,
+        text_interval: float = 0.1,
+        plot_interval: float = 0.5,
+    ) -> None:
+        super().__init__()
+        if source not in ("live", "attach", "replay"):
+            raise ValueError(f"unknown source {source!r}")
+        self.cfg, self.config_source, self.source = cfg, config_source, source
+        self.start_at_once, self.run_dir, self.resume = start, run_dir, resume
+        self.events_path, self.runner = events_path, runner
+        self.intervals = (text_interval, plot_interval)
+        self.model = ConsoleModel()
+        self.inbox = EventInbox(lambda: self.post_message(EventsArrived()))
+        self.control: TrainerControl | None = None
+        self._quit_when_stopped = False
+        self._bindings_state: tuple[str, str] = ("", "")
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with TabbedContent(id="tabs", initial="train"):
+            with TabPane("Train", id="train"):
+                yield TrainPane(self.model.run, self.source, id="train-pane")
+            with TabPane("Eval", id="eval"):
+                yield EvalPane(self.model.eval, self.cfg, self.inbox.put, id="eval-pane")
+            with TabPane("Merge", id="merge"):
+                yield MergePane(self.model.merge, self.cfg, self.inbox.put, id="merge-pane")
+            with TabPane("Config", id="config"):
+                yield ConfigPane(self.cfg, self.config_source, id="config-pane")
+            with TabPane("Log", id="log"):
+                yield LogPane(self.model, id="log-pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = {"live": "training console", "attach": f"attached to {self.events_path}",
+                          "replay": f"replay of {self.events_path}"}[self.source]
+        self.set_interval(self.intervals[0], self.redraw_text)
+        self.set_interval(self.intervals[1], self.redraw_plots)
+        self.refresh_checkpoints()
+        if self.source != "live":
+            assert self.events_path is not None
+            self._follow(self.events_path, self.source == "attach")
+        elif self.start_at_once:
+            self.action_start()
+        self.redraw()
+
+    # ------------------------------------------------------------------ events in, redraws out
+
+    @on(EventsArrived)
+    def _drain(self) -> None:
+        batch, more = self.inbox.take(DRAIN)
+        for event in batch:
+            self.model.apply(event)
+            if isinstance(event, CheckpointSaved):
+                self.call_later(self.refresh_checkpoints)
+        if more:
+            self.post_message(EventsArrived())
+
+    def drain_all(self) -> None:
+        """Fold every waiting event in now (before acting on a worker's end)."""
+        while True:
+            batch, _ = self.inbox.take(DRAIN)
+            if not batch:
+                return
+            for event in batch:
+                self.model.apply(event)
+
+    def redraw_text(self) -> None:
+        with _panes_may_be_missing():
+            active = self.query_one(TabbedContent).active
+            self.query_one(TrainPane).update_from(plots=False)
+            self.query_one(EvalPane).update_from()
+            self.query_one(MergePane).update_from()
+            if active == "log":
+                self.query_one(LogPane).update_from()
+            state = (self.model.run.status, active)
+            if state != self._bindings_state:  # the footer re-renders on each refresh: only on change
+                self._bindings_state = state
+                self.refresh_bindings()
+
+    def redraw_plots(self) -> None:
+        with _panes_may_be_missing():
+            if self.query_one(TabbedContent).active == "train":
+                self.query_one(TrainPane).update_from(plots=True)
+
+    def redraw(self) -> None:
+        """Everything, at once (tests and snapshots call this instead of waiting for timers)."""
+        self.drain_all()
+        with _panes_may_be_missing():
+            self.query_one(TrainPane).update_from(plots=True)
+            self.query_one(LogPane).update_from()
+        self.redraw_text()
+
+    @on(TabbedContent.TabActivated)
+    def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
+        with _panes_may_be_missing():
+            if event.pane.id in ("eval", "merge"):
+                self.refresh_checkpoints()
+            self.redraw()
+            self.query_one(FIRST_FOCUS[event.pane.id]).focus()
+
+    def refresh_checkpoints(self) -> None:
+        """Offer the current run's checkpoints (else the newest run's) to eval and merge."""
+        info = self.model.run.info
+        run_dir = Path(info.run_dir) if info else self.run_dir or runs.newest_run(self.cfg.train.output_dir)
+        found = runs.checkpoints(run_dir)
+        self.query_one(EvalPane).set_policies(run_dir, found)
+        self.query_one(MergePane).set_checkpoints(run_dir, found)
+
+    # ------------------------------------------------------------------ training controls
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Grey out controls that do nothing in the current state (the footer shows it)."""
+        run = self.model.run
+        if action == "start":
+            return self.source == "live" and not run.active or None
+        if action in ("pause", "stop", "checkpoint"):
+            return self.source == "live" and run.status in ("running", "paused") or None
+        if action == "group":  # the group browser's keys belong to the Train tab
+            return self.query_one(TabbedContent).active == "train"
+        return True
+
+    def action_start(self) -> None:
+        if self.source != "live" or self.model.run.active:
+            return
+        self.control = TrainerControl()
+        self.model.run.status = "starting"
+        self.model.run.version += 1
+        self.model.note("info", f"starting training ({self.config_source})")
+        self._train(self.control)
+
+    def action_pause(self) -> None:
+        if self.control is None or not self.model.run.active:
+            return
+        if self.control.pause.is_set():
+            self.control.pause.clear()
+            self.notify("Resuming.")
+        else:
+            self.control.pause.set()
+            self.notify("Pausing after the current step.")
+
+    def action_stop(self) -> None:
+        if self.control is None or not self.model.run.active:
+            return
+        self.control.stop.set()
+        self.model.run.status = "stopping"
+        self.model.run.version += 1
+        self.notify("Stopping after the current step, with a checkpoint.")
+
+    def action_checkpoint(self) -> None:
+        if self.control is None or not self.model.run.active:
+            return
+        self.control.save_now.set()
+        self.notify("A checkpoint will be written after the current step.")
+
+    def action_group(self, move: str) -> None:
+        """Browse the scored groups: older, newer, follow (the newest), or detail (full screen)."""
+        getattr(self.query_one(TrainPane), f"action_{move}")()
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    async def action_quit(self) -> None:
+        if self.source == "live" and self.model.run.active:
+            self.push_screen(
+                ConfirmScreen("Training is running.\nStop it (saving a checkpoint) and quit?", "Stop and quit"),
+                self._quit_confirmed,
+            )
+            return
+        self.exit(self.exit_code_for_run())
+
+    def _quit_confirmed(self, yes: bool | None) -> None:
+        if yes:
+            self._quit_when_stopped = True
+            self.action_stop()
+
+    def exit_code_for_run(self) -> int:
+        return 1 if self.model.run.status == "failed" else 0
+
+    def on_unmount(self) -> None:
+        # A thread cannot be killed: ask the trainer to end, or the process would wait for it.
+        if self.control is not None:
+            self.control.stop.set()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Start training", "Run the trainer with this config", self.action_start)
+        yield SystemCommand("Pause or resume training", "Between steps", self.action_pause)
+        yield SystemCommand("Stop training", "Save a checkpoint and end the run", self.action_stop)
+        yield SystemCommand("Save a checkpoint now", "After the current step", self.action_checkpoint)
+        for tab in TABS:
+            yield SystemCommand(f"Show {tab}", f"Switch to the {tab.title()} tab", lambda t=tab: self.action_show_tab(t))
+
+    # ------------------------------------------------------------------ workers
+
+    @work(thread=True, exclusive=True, group="train", exit_on_error=False, description="training")
+    def _train(self, control: TrainerControl) -> None:
+        self.runner(self.cfg, self.inbox.put, control, self.run_dir, self.resume)
+
+    @work(thread=True, exclusive=True, group="source", exit_on_error=False, description="events file")
+    def _follow(self, path: Path, follow: bool) -> None:
+        follow_events(path, self.inbox.put, get_current_worker().cancelled_event, follow=follow)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker, state = event.worker, event.state
+        if worker.group not in ("train", "source") or state not in (
+            WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED
+        ):
+            return  # eval and merge workers belong to their tabs
+        self.drain_all()
+        error = worker.error if state == WorkerState.ERROR else None
+        if worker.group == "train":
+            self._train_finished(error)
+        elif worker.group == "source" and error is not None:
+            report_failure(self, "events file", error)
+        self.redraw()
+
+    def _train_finished(self, error: BaseException | None) -> None:
+        run = self.model.run
+        if error is not None and run.status != "failed":
+            # The trainer reports its own errors as RunFailed; this one happened outside it.
+            self.model.apply(RunFailed(run.step, f"{type(error).__name__}: {error}", traceback_text(error)))
+        elif run.active:
+            run.status = "stopped" if self.control and self.control.stop.is_set() else "completed"
+            run.version += 1
+        if run.status == "failed":
+            self.model.note("error", run.traceback or run.error)
+            self.notify(run.error, title="Training failed", severity="error", timeout=30)
+        self.refresh_checkpoints()
+        if self._quit_when_stopped:
+            self.exit(self.exit_code_for_run())
+
+
+@contextlib.contextmanager
+def _panes_may_be_missing() -> Iterator[None]:
+    """Timers and tab events can come while the panes are not mounted yet, or already gone."""
+    try:
+        yield
+    except NoMatches:
+        pass

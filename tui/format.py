@@ -1,0 +1,77 @@
+"""Small text helpers shared by the widgets: numbers, durations, sparklines, label colours."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+LABEL_STYLE = {"IMPORTANT": "bold green", "RELEVANT": "yellow", "IRRELEVANT": "red"}
+"""The checker's verdicts, coloured the same everywhere."""
+STATUS_STYLE = {
+    "idle": "dim", "starting": "cyan", "running": "bold green", "paused": "bold yellow",
+    "stopping": "yellow", "completed": "bold cyan", "stopped": "cyan", "failed": "bold red",
+}
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def fmt_value(key: str, value: float | None) -> str:
+    """A metric value, formatted for its kind."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if key.endswith("/lr"):
+        return f"{value:.2e}"
+    if key.startswith("time/"):
+        return f"{value:.2f}s"
+    if key.startswith("tokens/"):
+        return f"{value:,.0f}"
+    if abs(value) >= 1000 or (value != 0 and abs(value) < 1e-3):
+        return f"{value:.2e}"
+    return f"{value:+.4f}" if key.startswith(("reward/", "eval/reward", "loss/total")) else f"{value:.4f}"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def sparkline(values: Sequence[float], width: int = 16) -> str:
+    """The last `width` values as block characters, scaled to their own range."""
+    values = [v for v in values[-width:] if math.isfinite(v)]
+    if not values:
+        return ""
+    low, high = min(values), max(values)
+    if high == low:
+        return SPARK[3] * len(values)
+    scale = (len(SPARK) - 1) / (high - low)
+    return "".join(SPARK[int((v - low) * scale)] for v in values)
+
+
+def thin(points: Sequence[tuple[int, float]], limit: int) -> list[tuple[int, float]]:
+    """At most about `limit` evenly spaced points, always keeping the last (plots need no more)."""
+    if len(points) <= limit:
+        return list(points)
+    stride = math.ceil(len(points) / limit)
+    kept = list(points[::stride])
+    if kept[-1] != points[-1]:
+        kept.append(points[-1])
+    return kept
+
+
+def bar(done: int, total: int, width: int = 20) -> str:
+    """A text progress bar: '██████░░░░ 3/5'."""
+    filled = round(width * done / total) if total else 0
+    return f"{'█' * filled}{'░' * (width - filled)} {done}/{total}"
+
+
+_CONTROL = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0, 32), *range(127, 160)) if c not in (9, 10)}
+
+
+def printable(text: str, one_line: bool = False) -> str:
+    """Model output made safe to draw: control characters (a sampled ESC would move the terminal's
+    cursor) become U+FFFD; with `one_line`, newlines and tabs become ⏎ and a space."""
+    text = text.translate(_CONTROL)
+    return text.replace("\n", "⏎").replace("\t", " ") if one_line else text

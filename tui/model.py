@@ -1,0 +1,205 @@
+"""The console's model of a run and its jobs, fed by core events; plain Python, no Textual.
+
+One `ConsoleModel` serves a live run, an attached run and a replayed one alike: whatever the
+source, events go through `apply`. Histories are bounded deques, so a week-long run costs the
+same memory as an hour-long one. Widgets read the model on a timer and redraw only what changed,
+which they tell by the version counters.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from itertools import islice
+from dataclasses import dataclass, field
+from typing import Any
+
+from searchgrpo import events as ev
+
+HISTORY = 20_000
+"""Steps of metric history kept (older steps fall off the plots)."""
+RECENT_GROUPS = 200
+"""Scored groups kept for browsing."""
+LOG_LINES = 5_000
+
+TRAIN_EVENTS = (ev.RunStarted, ev.GroupScored, ev.StepFinished, ev.EvalFinished, ev.CheckpointSaved,
+                ev.RunPaused, ev.RunResumed, ev.RunFinished, ev.RunFailed)
+
+
+@dataclass
+class JobModel:
+    """An eval or merge job: its state, progress per unit, result and error."""
+
+    name: str
+    status: str = "idle"
+    """idle | running | done | failed"""
+    progress: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Units (a policy, or checkpoint:stage) to (done, total), in arrival order."""
+    result: Any = None
+    """EvalReportWritten or MergeFinished."""
+    started: Any = None
+    """EvalStarted or MergeStarted."""
+    error: str = ""
+    version: int = 0
+
+    def reset(self) -> None:
+        self.status, self.progress, self.result, self.started, self.error = "running", {}, None, None, ""
+        self.version += 1
+
+    def fail(self, error: str) -> None:
+        self.status, self.error = "failed", error
+        self.version += 1
+
+
+@dataclass
+class RunModel:
+    """A training run as the events tell it."""
+
+    status: str = "idle"
+    """idle | starting | running | paused | stopping | completed | stopped | failed"""
+    info: ev.RunStarted | None = None
+    step: int = 0
+    epoch: int = 0
+    total_steps: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The last step's metrics (and the last eval's, under eval/...)."""
+    history: dict[str, deque[tuple[int, float]]] = field(default_factory=dict)
+    """Metric key to (step, value) points, oldest first."""
+    groups: deque[ev.GroupScored] = field(default_factory=lambda: deque(maxlen=RECENT_GROUPS))
+    checkpoints: list[ev.CheckpointSaved] = field(default_factory=list)
+    error: str = ""
+    traceback: str = ""
+    version: int = 0
+    """Bumped on every change."""
+    steps_version: int = 0
+    """Bumped when metric history changes (plots redraw on it)."""
+    groups_added: int = 0
+    """Groups ever received; tells the group browser that new ones arrived."""
+
+    def record(self, step: int, metrics: dict[str, float]) -> None:
+        for key, value in metrics.items():
+            self.history.setdefault(key, deque(maxlen=HISTORY)).append((step, value))
+        self.metrics.update(metrics)
+        self.steps_version += 1
+
+    def rewind(self, step: int) -> None:
+        """Forget what happened after `step`: a resumed run repeats those steps."""
+        for points in self.history.values():
+            while points and points[-1][0] > step:
+                points.pop()
+        kept = [g for g in self.groups if g.step <= step]
+        self.groups.clear()
+        self.groups.extend(kept)
+        self.checkpoints = [c for c in self.checkpoints if c.step <= step]
+        self.steps_version += 1
+
+    def last(self, key: str, n: int) -> list[float]:
+        """The last `n` values of a metric, oldest first (without copying the whole history)."""
+        return [v for _, v in islice(reversed(self.history.get(key, ())), n)][::-1]
+
+    def eta_seconds(self) -> float | None:
+        """Remaining steps times the mean step time of the last ten steps."""
+        times = self.last("time/step", 10)
+        if not times or not self.total_steps:
+            return None
+        return max(self.total_steps - self.step, 0) * sum(times) / len(times)
+
+    @property
+    def active(self) -> bool:
+        return self.status in ("starting", "running", "paused", "stopping")
+
+    def apply(self, event: Any) -> None:
+        self.version += 1
+        if isinstance(event, ev.RunStarted):
+            if event.start_step or self.info is not None:
+                self.rewind(event.start_step)
+            self.info, self.total_steps, self.step = event, event.total_steps, event.start_step
+            self.epoch = event.start_step // max(event.steps_per_epoch, 1)
+            self.status, self.error, self.traceback = "running", "", ""
+        elif isinstance(event, ev.GroupScored):
+            self.groups.append(event)
+            self.groups_added += 1
+        elif isinstance(event, ev.StepFinished):
+            self.step, self.epoch, self.total_steps = event.step, event.epoch, event.total_steps
+            self.record(event.step, event.metrics)
+        elif isinstance(event, ev.EvalFinished):
+            self.record(event.step, {k if k.startswith("eval/") else f"eval/{k}": v for k, v in event.metrics.items()})
+        elif isinstance(event, ev.CheckpointSaved):
+            self.checkpoints.append(event)
+        elif isinstance(event, ev.RunPaused):
+            self.status = "paused"
+        elif isinstance(event, ev.RunResumed):
+            self.status = "running"
+        elif isinstance(event, ev.RunFinished):
+            self.step, self.status = event.step, event.reason
+        elif isinstance(event, ev.RunFailed):
+            self.status, self.error, self.traceback = "failed", event.error, event.traceback
+
+
+@dataclass
+class ConsoleModel:
+    """Everything the console shows: the run, the eval and merge jobs, and the log."""
+
+    run: RunModel = field(default_factory=RunModel)
+    eval: JobModel = field(default_factory=lambda: JobModel("eval"))
+    merge: JobModel = field(default_factory=lambda: JobModel("merge"))
+    log: deque[ev.LogMessage] = field(default_factory=lambda: deque(maxlen=LOG_LINES))
+    logged: int = 0
+    """Log lines ever added (the log pane writes the ones it has not shown)."""
+
+    def note(self, level: str, text: str, time: float | None = None) -> None:
+        self.log.append(ev.LogMessage(level, text) if time is None else ev.LogMessage(level, text, time))
+        self.logged += 1
+
+    def apply(self, event: Any) -> None:
+        """Fold one core event into the model."""
+        if isinstance(event, TRAIN_EVENTS):
+            self.run.apply(event)
+            line = _log_line(event)
+            if line:
+                self.note(*line, time=event.time)
+        elif isinstance(event, ev.LogMessage):
+            self.log.append(event)
+            self.logged += 1
+        elif isinstance(event, (ev.EvalStarted, ev.EvalProgress, ev.EvalReportWritten)):
+            self._job(self.eval, event)
+        elif isinstance(event, (ev.MergeStarted, ev.MergeProgress, ev.MergeFinished)):
+            self._job(self.merge, event)
+        elif isinstance(event, ev.JobFailed):
+            job = self.eval if event.job == "eval" else self.merge
+            job.fail(event.error)
+            self.note("error", f"{event.job} failed: {event.error}", time=event.time)
+
+    def _job(self, job: JobModel, event: Any) -> None:
+        job.version += 1
+        if isinstance(event, (ev.EvalStarted, ev.MergeStarted)):
+            job.status, job.started = "running", event
+        elif isinstance(event, ev.EvalProgress):
+            job.progress[event.policy] = (event.done, event.total)
+        elif isinstance(event, ev.MergeProgress):
+            job.progress[f"{event.checkpoint}: {event.stage}"] = (event.done, event.total)
+        else:
+            job.status, job.result = "done", event
+            where = event.path if isinstance(event, ev.EvalReportWritten) else ", ".join(event.outputs)
+            self.note("info", f"{job.name} finished: {where}", time=event.time)
+
+
+def _log_line(event: Any) -> tuple[str, str] | None:
+    """The log pane's line for a training event, if it deserves one."""
+    if isinstance(event, ev.RunStarted):
+        verb = f"resumed at step {event.start_step}" if event.start_step else "started"
+        return "info", f"run {event.run_id} {verb}: {event.base_model} on {event.device}, {event.total_steps} steps"
+    if isinstance(event, ev.CheckpointSaved):
+        return "info", f"checkpoint step {event.step} -> {event.path}"
+    if isinstance(event, ev.EvalFinished):
+        m = event.metrics
+        return "info", (f"eval at step {event.step}: reward {m.get('eval/reward_mean', 0):+.3f}, "
+                        f"IMPORTANT discovery {m.get('eval/important_discovery', 0):.3f}")
+    if isinstance(event, ev.RunPaused):
+        return "info", f"paused at step {event.step}"
+    if isinstance(event, ev.RunResumed):
+        return "info", f"resumed at step {event.step}"
+    if isinstance(event, ev.RunFinished):
+        return "info", f"run {event.reason} at step {event.step}"
+    if isinstance(event, ev.RunFailed):
+        return "error", f"run failed at step {event.step}: {event.error}"
+    return None

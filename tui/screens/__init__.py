@@ -1,0 +1,1 @@
+"""The console's panes (one per tab) and its modal dialog."""

@@ -1,0 +1,169 @@
+"""The Eval tab: choose the baseline and/or checkpoints, run eval in a worker, and compare.
+
+The form builds `EvalRequest` fields and the pane runs eval in its own thread worker, whose events
+go to the app's inbox like the trainer's. When the report is written, three tables show it:
+aggregate metrics with confidence intervals, the paired gain of each checkpoint over the
+baseline, and the reward per question.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, DataTable, Input, Label, ProgressBar, SelectionList, Static
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from searchgrpo.config import Config
+from searchgrpo.events import EventSink, LogMessage
+from tui.failures import report_failure
+from tui.format import bar
+from tui.jobs import run_eval_job
+from tui.model import JobModel
+from tui.report import (AGGREGATE_COLUMNS, PAIRED_METRICS, EvalReport, aggregate_rows, load_report, paired_rows,
+                        question_rows)
+
+BASELINE = "baseline"
+
+
+class EvalPane(Horizontal):
+    """Eval form on the left, the comparison on the right."""
+
+    def __init__(self, job: JobModel, cfg: Config, sink: EventSink, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.job, self.cfg, self.sink = job, cfg, sink
+        self._drawn = -1
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="eval-form", classes="form"):
+            yield Label("Policies to compare", classes="section")
+            yield SelectionList[str](id="eval-policies")
+            yield Static(id="eval-run-dir", classes="hint")
+            yield Label("States (blank: the whole eval split)")
+            yield Input(id="eval-limit", placeholder="all", type="integer")
+            yield Label("Samples per state (1: greedy)")
+            yield Input("1", id="eval-samples", type="integer")
+            yield Button("Run eval", id="eval-run", variant="primary")
+            yield Static(id="eval-status")
+            yield ProgressBar(total=1, show_eta=False, id="eval-progress")
+        with VerticalScroll(id="eval-results"):
+            yield Static("Run eval to compare policies.", id="eval-report-title")
+            yield DataTable(id="eval-aggregate", cursor_type="row", zebra_stripes=True)
+            yield DataTable(id="eval-paired", cursor_type="row", zebra_stripes=True)
+            yield DataTable(id="eval-questions", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#eval-form").border_title = "eval"
+        self.query_one("#eval-results").border_title = "comparison"
+        self.set_policies(None, [])
+
+    def set_policies(self, run_dir: Path | None, checkpoints: list[tuple[str, str]]) -> None:
+        """Offer the baseline and these checkpoints, keeping what was chosen."""
+        policies = self.query_one("#eval-policies", SelectionList)
+        chosen = set(policies.selected) if policies.option_count else {BASELINE}
+        policies.clear_options()
+        policies.add_option(("baseline (no adapter)", BASELINE, BASELINE in chosen))
+        for name, path in reversed(checkpoints):
+            policies.add_option((name, path, path in chosen))
+        where = (f"{len(checkpoints)} checkpoint(s) in {run_dir}" if run_dir else "no run yet") + \
+            ("" if checkpoints else ": only the baseline")
+        self.query_one("#eval-run-dir", Static).update(where)
+
+    @on(Button.Pressed, "#eval-run")
+    def _run(self) -> None:
+        chosen = self.query_one("#eval-policies", SelectionList).selected
+        if not chosen:
+            self.notify("Choose the baseline or at least one checkpoint.", severity="warning")
+            return
+        limit = _count(self.query_one("#eval-limit", Input).value, None)
+        samples = _count(self.query_one("#eval-samples", Input).value, 1)
+        if limit == 0 or samples in (0, None):
+            self.notify("States and samples must be whole numbers of at least 1.", severity="warning")
+            return
+        self.start({
+            "baseline": BASELINE in chosen,
+            "checkpoints": [p for p in chosen if p != BASELINE],
+            "num_samples": samples,
+            "limit": limit,
+        })
+
+    def start(self, request: dict[str, Any]) -> None:
+        """Run eval with these `EvalRequest` fields."""
+        self.job.reset()
+        self.sink(LogMessage("info", f"eval requested: {request}"))
+        self._eval(request)
+
+    @work(thread=True, exclusive=True, group="eval", exit_on_error=False, description="eval")
+    def _eval(self, request: dict[str, Any]) -> EvalReport:
+        path = run_eval_job(self.cfg, request, self.sink, get_current_worker().cancelled_event)
+        return load_report(path)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group != "eval":
+            return
+        if event.state == WorkerState.SUCCESS:
+            self.job.status = "done"
+            self.job.version += 1
+            self.show_report(event.worker.result)
+        elif event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.job.fail(f"{type(error).__name__}: {error}")
+            report_failure(self, "eval", error)
+
+    def update_from(self) -> None:
+        job = self.job
+        if job.version == self._drawn:
+            return
+        self._drawn = job.version
+        self.query_one("#eval-run", Button).disabled = job.status == "running"
+        lines = Text()
+        if job.status == "running":
+            lines.append("running…\n", style="bold")
+        elif job.status == "failed":
+            lines.append(f"✖ {job.error}\n", style="bold red")
+        for policy, (done, total) in job.progress.items():
+            lines.append(f"{policy[-16:]:<16} {bar(done, total, 10)}\n")
+        self.query_one("#eval-status", Static).update(lines)
+        units = max(len(job.started.policies) * job.started.states, 1) if job.started else 1
+        done = sum(d for d, _ in job.progress.values())
+        self.query_one("#eval-progress", ProgressBar).update(total=units, progress=done)
+
+    def show_report(self, report: EvalReport) -> None:
+        self.query_one("#eval-results").add_class("-has-report")
+        self.query_one("#eval-report-title", Static).update(Text.assemble(
+            ("report ", "dim"), (report.path, "bold"), (f"   {report.states} states, top-{report.top_k}", "dim")))
+        agg = self.query_one("#eval-aggregate", DataTable)
+        agg.clear(columns=True)
+        agg.add_columns("policy", *(label for _, label in AGGREGATE_COLUMNS))
+        for row in aggregate_rows(report):
+            agg.add_row(*row)
+        agg.border_title = "aggregate (95% CI)"
+        paired = self.query_one("#eval-paired", DataTable)
+        paired.clear(columns=True)
+        paired.border_title = "paired gain over the baseline" if report.paired else "paired gain: needs the baseline"
+        paired.add_columns("policy", *PAIRED_METRICS)
+        style = {1: "bold green", -1: "bold red", 0: ""}
+        for name, cells in paired_rows(report):
+            paired.add_row(name, *(Text(text, style=style[sign]) for text, sign in cells))
+        questions = self.query_one("#eval-questions", DataTable)
+        questions.clear(columns=True)
+        questions.border_title = "reward per question"
+        gain = ["Δ last−first"] if len(report.policies) > 1 else []
+        questions.add_columns("id", "question", "states", *report.policies, *gain)
+        for row in question_rows(report):
+            questions.add_row(*row[:1], Text(row[1][:60]), *row[2:])
+
+
+def _count(text: str, blank: int | None) -> int | None:
+    """A positive whole number typed in a field; `blank` when empty, 0 when not valid."""
+    text = text.strip()
+    if not text:
+        return blank
+    try:
+        return max(int(text), 0)
+    except ValueError:
+        return 0

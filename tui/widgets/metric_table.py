@@ -1,0 +1,64 @@
+"""Every metric of the last step with a sparkline of its trend; highlight one to plot it."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from tui.format import fmt_value, sparkline
+from tui.model import RunModel
+
+FIRST = (
+    "reward/mean", "reward/std", "reward/frac_zero_std", "loss/total", "loss/kl", "loss/clip_frac",
+    "grad/norm", "train/lr", "time/step", "eval/reward_mean", "eval/important_discovery",
+)
+"""Shown first, in this order; the other metrics follow alphabetically."""
+WARN = {"reward/frac_zero_std": 0.5, "train/nonfinite_skipped": 0.5}
+"""Values at or above these are highlighted."""
+TREND = 8
+"""Steps in the sparkline."""
+
+
+class MetricTable(DataTable):
+    """Metric name, last value, and a sparkline of the recent steps."""
+
+    def __init__(self, selected: str, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.selected = selected
+        """The metric plotted beside the table; the cursor returns to it when rows change."""
+        self._drawn = -1
+        self._keys: list[str] = []
+
+    def on_mount(self) -> None:
+        self.add_column("metric", key="metric", width=18)
+        self.add_column("last", key="last", width=9)
+        self.add_column("trend", key="trend", width=TREND)
+
+    def update_from(self, run: RunModel) -> None:
+        if run.steps_version == self._drawn:
+            return
+        self._drawn = run.steps_version
+        keys = [k for k in FIRST if k in run.history] + sorted(k for k in run.history if k not in FIRST)
+        if keys != self._keys:
+            self.clear()
+            self._keys = keys
+            for key in keys:
+                self.add_row(key, *self._cells(key, run), key=key)
+            if self.selected in keys:
+                self.move_cursor(row=keys.index(self.selected), animate=False)
+            return
+        for key in keys:
+            value, trend = self._cells(key, run)
+            self.update_cell(key, "last", value)
+            self.update_cell(key, "trend", trend)
+
+    def _cells(self, key: str, run: RunModel) -> tuple[Text, Text]:
+        recent = run.last(key, TREND)
+        value = recent[-1]
+        style = "bold yellow" if key in WARN and value >= WARN[key] else ""
+        return (Text(fmt_value(key, value), style=style, justify="right"),
+                Text(sparkline(recent, TREND), style="cyan"))
+
+    @property
+    def highlighted_key(self) -> str | None:
+        return self._keys[self.cursor_row] if 0 <= self.cursor_row < len(self._keys) else None
