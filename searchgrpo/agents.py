@@ -23,10 +23,16 @@ from dataclasses import replace
 from searchgrpo.agent_checkpoints import DocumentRecord, Entity, Goal, RoundState
 from searchgrpo.corpus import Document
 
-_NAME = re.compile(r"\b[A-Z][\w'\-]*(?:\s+(?:of|the|de|van|von|and|du|la)?\s*[A-Z][\w'\-]*)*")
+RULES_VERSION = 2
+"""Changes whenever the rules do, so that cached collects made with older rules are not reused."""
+
+_WORD = r"(?:[A-Z]\.|[A-Z][\w'\-]*)"
+_NAME = re.compile(rf"\b{_WORD}(?:\s+(?:(?:of|the|de|van|von|du|la|da|der|del)\s+)?{_WORD})*")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _STOP_NAMES = {"It", "He", "She", "They", "The", "A", "An", "In", "On", "At", "His", "Her", "Its", "This",
-               "That", "These", "Those", "As", "After", "Before", "During", "When", "While", "Records", "Local"}
+               "That", "These", "Those", "As", "After", "Before", "During", "When", "While", "Records", "Local",
+               "Who", "Whom", "Whose", "What", "Which", "Where", "Why", "How", "Do", "Does", "Did", "Are", "Is",
+               "Was", "Were", "Has", "Have", "Had", "Can", "Could", "Will", "Would", "Both"}
 _QUESTION_WORDS = {"what", "which", "who", "whom", "whose", "where", "when", "why", "how", "in", "is", "was",
                    "were", "did", "does", "do", "the", "a", "an", "of", "and", "are", "same", "by"}
 
@@ -44,6 +50,8 @@ def names_in(text: str) -> list[str]:
         while words and words[0] in _STOP_NAMES:
             words = words[1:]
         name = " ".join(words)
+        if name.endswith("'s"):
+            name = name[:-2]
         if len(name) >= 3 and name not in out:
             out.append(name)
     return out

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 from searchgrpo.agent_checkpoints import DocumentRecord, Entity, Goal, RoundState, RunWriter
-from searchgrpo.agents import RuleEntityManager, RuleExecutor, RulePlanner, merge_documents, update_goals
+from searchgrpo.agents import (
+    RuleEntityManager,
+    RuleExecutor,
+    RULES_VERSION,
+    RulePlanner,
+    merge_documents,
+    names_in,
+    update_goals,
+)
 from searchgrpo.checker import CheckRequest, DocumentChecker, checker_stats
 from searchgrpo.config import Config
 from searchgrpo.corpus import Document
@@ -26,10 +34,16 @@ from searchgrpo.fileio import remove_stale_temporaries
 from searchgrpo.questions import QuestionRecord
 from searchgrpo.search import Retriever
 
-GENERIC_SUB_GOALS = (
-    "find the document about the entity the question names",
-    "find the document about the entity that document leads to",
-)
+def planned_sub_goals(question: str) -> tuple[str, ...]:
+    """The rule Planner's decomposition of a question the data gives none for: a goal per entity the
+    question names (two for a comparison), else the named entity and the one it leads to."""
+    names = names_in(question)
+    if len(names) >= 2:
+        return tuple(f"find the document about {n}" for n in names[:2])
+    if names:
+        return (f"find the document about {names[0]}", f"find the document about who or what {names[0]} leads to")
+    return ("find the document about the entity the question names",
+            "find the document about the entity that document leads to")
 
 
 class Planner(Protocol):
@@ -105,7 +119,7 @@ def _play(
     entity_manager: EntityManager,
     top_k: int,
 ) -> int:
-    sub_goals = rec.sub_goals or GENERIC_SUB_GOALS
+    sub_goals = rec.sub_goals or planned_sub_goals(rec.question)
     state = RoundState(
         round=0,
         sub_goals=tuple(sub_goals),
@@ -307,5 +321,6 @@ def collect_question_set(cfg: Config, questions: Path) -> CollectResult:
     if not questions.is_file():
         raise UserError(f"{questions}: question set not found")
     digest = hashlib.sha1(questions.read_bytes()).hexdigest()[:12]
-    folder = home_dir(cfg) / "collected" / f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}"
+    folder = home_dir(cfg) / "collected" / (
+        f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}-rules{RULES_VERSION}")
     return collect_to_folder(cfg, str(questions), folder, seed=cfg.train.seed)

@@ -18,6 +18,7 @@ from typing import Callable
 from searchgrpo.chat_client import ChatClient
 from searchgrpo.checker import DocumentChecker, GoldChecker, Label, QuestionLabels
 from searchgrpo.agent_checkpoints import SearchState, load_states, split_by_question
+from searchgrpo.agents import RULES_VERSION
 from searchgrpo.config import Config, DemoConfig, home_dir
 from searchgrpo.corpus import Corpus, load_corpus, write_corpus
 from searchgrpo.demo_world import GENERATOR_VERSION, generate_world
@@ -43,7 +44,7 @@ class DemoPaths:
 
 def demo_dir(cfg: Config) -> Path:
     d = cfg.data.demo
-    return home_dir(cfg) / "demo" / f"v{GENERATOR_VERSION}-q{d.questions}-d{d.distractors}-s{d.seed}"
+    return home_dir(cfg) / "demo" / f"v{GENERATOR_VERSION}.{RULES_VERSION}-q{d.questions}-d{d.distractors}-s{d.seed}"
 
 
 def build_demo(target: Path, demo: DemoConfig, *, top_k: int = 5, progress: Callable[[int, int], None] | None = None) -> DemoPaths:

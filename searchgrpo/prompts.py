@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from searchgrpo.agent_checkpoints import SearchState
 
-PROMPT_VERSION = "executor-v1"
+PROMPT_VERSION = "executor-v2"
 
 SYSTEM_PROMPT = (
     "You are the Executor of a deep-search team. You write search clues: short keyword queries "
@@ -35,6 +35,11 @@ def _table(title: str, rows: list[str], limit: int, hidden: str, keep_first: boo
     return out
 
 
+def _short(text: str, limit: int = 140) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def render_state(state: SearchState, max_rows: int, min_clues: int, max_clues: int) -> str:
     """The user message for one state. Tables keep their `max_rows` most recent rows; documents
     are listed most useful first (IMPORTANT, RELEVANT, then the rest, newest first)."""
@@ -44,7 +49,7 @@ def render_state(state: SearchState, max_rows: int, min_clues: int, max_clues: i
         lines.append("Sub-goals:")
         lines += [f"{i}. {g}" for i, g in enumerate(state.sub_goals, 1)]
     entity_rows = [
-        f"{e.name}" + (f" ({e.type})" if e.type else "") + (f": {'; '.join(e.facts)}" if e.facts else "")
+        f"{e.name}" + (f" ({e.type})" if e.type else "") + (f": {'; '.join(_short(f) for f in e.facts[:2])}" if e.facts else "")
         for e in b.entities
     ]
     lines += _table("Entities", entity_rows, max_rows, "entities")
