@@ -115,10 +115,12 @@ def test_serve_command_serves_until_interrupted(tmp_path):
         line = proc.stdout.readline()
         assert line.startswith("serving SmolLM2-135M-Instruct at http://127.0.0.1:"), line + proc.stderr.read()
         url = line.split(" at ")[1].split()[0]
-        models = json.loads(urllib.request.urlopen(url + "/models", timeout=10).read())
+        with urllib.request.urlopen(url + "/models", timeout=10) as response:  # closed before the stop
+            models = json.loads(response.read())
         assert models["data"][0]["id"] == "SmolLM2-135M-Instruct"
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 0
+        # llama.cpp joins its worker threads on the way out, which is slow on a loaded machine.
+        assert proc.wait(timeout=120) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
