@@ -19,9 +19,9 @@ from typing import Any, Callable, Protocol, Sequence
 
 from searchgrpo.agent_checkpoints import DocumentRecord, Entity, Goal, RoundState, RunWriter
 from searchgrpo.agents import (
+    RULES_VERSION,
     RuleEntityManager,
     RuleExecutor,
-    RULES_VERSION,
     RulePlanner,
     merge_documents,
     names_in,
@@ -33,6 +33,7 @@ from searchgrpo.corpus import Document
 from searchgrpo.fileio import remove_stale_temporaries
 from searchgrpo.questions import QuestionRecord
 from searchgrpo.search import Retriever
+
 
 def planned_sub_goals(question: str) -> tuple[str, ...]:
     """The rule Planner's decomposition of a question the data gives none for: a goal per entity the
@@ -235,11 +236,11 @@ def collect_to_folder(
     import json
 
     from searchgrpo.checker import GoldChecker, Label, QuestionLabels
+    from searchgrpo.config import home_dir
     from searchgrpo.corpus import Corpus, write_corpus
     from searchgrpo.errors import UserError
     from searchgrpo.fileio import atomic_write_json
     from searchgrpo.questions import load_questions, pooled_corpus
-    from searchgrpo.config import home_dir
     from searchgrpo.search import search_for_corpus
 
     for role, choice in (("planner", planner), ("executor", executor), ("entity_manager", entity_manager)):

@@ -14,6 +14,7 @@ from typing import Iterable, Iterator
 
 from searchgrpo.errors import IssueLog, UserError
 from searchgrpo.fileio import atomic_write_text
+from searchgrpo.jsonl import read_records
 
 
 @dataclass(frozen=True)
@@ -76,29 +77,7 @@ def load_corpus(path: str | os.PathLike[str], issues: IssueLog | None = None) ->
     p = Path(path)
     if not p.is_file():
         raise UserError(f"{p}: corpus file not found (data.corpus)")
-    docs: list[Document] = []
-    seen: set[str] = set()
-    with p.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            where = f"{p}:{lineno}"
-            if not raw.strip():
-                continue
-            try:
-                doc = parse_document(json.loads(raw.decode("utf-8")))
-            except UnicodeDecodeError:
-                issues.report(where, "not valid UTF-8")
-                continue
-            except json.JSONDecodeError as exc:
-                issues.report(where, f"invalid JSON ({exc.msg})")
-                continue
-            except ValueError as exc:
-                issues.report(where, str(exc))
-                continue
-            if doc.docid in seen:
-                issues.report(where, f"duplicate docid {doc.docid!r} (the first one is kept)")
-                continue
-            seen.add(doc.docid)
-            docs.append(doc)
+    docs = read_records(p, parse_document, lambda d: d.docid, "docid", issues)
     if not docs:
         raise UserError(f"{p}: corpus holds no valid documents")
     return Corpus(docs, source=str(p))

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from searchgrpo.chat_client import ChatClient
-from searchgrpo.checker import DocumentChecker, GoldChecker, Label, QuestionLabels
 from searchgrpo.agent_checkpoints import SearchState, load_states, split_by_question
 from searchgrpo.agents import RULES_VERSION
+from searchgrpo.chat_client import ChatClient
+from searchgrpo.checker import DocumentChecker, GoldChecker, Label, QuestionLabels
 from searchgrpo.config import Config, DemoConfig, home_dir
 from searchgrpo.corpus import Corpus, load_corpus, write_corpus
 from searchgrpo.demo_world import GENERATOR_VERSION, generate_world

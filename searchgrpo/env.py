@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from searchgrpo.checker import CheckRequest, DocumentChecker, Label, Verdict
 from searchgrpo.agent_checkpoints import SearchState
+from searchgrpo.checker import CheckRequest, DocumentChecker, Label, Verdict
 from searchgrpo.prompts import ParsedClues, normalise_clue, parse_clues
 from searchgrpo.reward import RewardBreakdown, RewardCalculator, component_counts, copies_question
 from searchgrpo.search import Retriever, tokenize

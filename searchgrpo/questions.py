@@ -17,6 +17,7 @@ from typing import Iterable
 from searchgrpo.corpus import Document, parse_document
 from searchgrpo.errors import IssueLog, UserError
 from searchgrpo.fileio import atomic_write_text
+from searchgrpo.jsonl import read_records
 
 
 @dataclass(frozen=True)
@@ -82,29 +83,7 @@ def load_questions(path: str | os.PathLike[str], issues: IssueLog | None = None)
     p = Path(path)
     if not p.is_file():
         raise UserError(f"{p}: question set not found")
-    out: list[QuestionRecord] = []
-    seen: set[str] = set()
-    with p.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            where = f"{p}:{lineno}"
-            try:
-                rec = parse_question(json.loads(raw.decode("utf-8")))
-            except UnicodeDecodeError:
-                issues.report(where, "not valid UTF-8")
-                continue
-            except json.JSONDecodeError as exc:
-                issues.report(where, f"invalid JSON ({exc.msg})")
-                continue
-            except ValueError as exc:
-                issues.report(where, str(exc))
-                continue
-            if rec.id in seen:
-                issues.report(where, f"duplicate question id {rec.id!r} (the first one is kept)")
-                continue
-            seen.add(rec.id)
-            out.append(rec)
+    out = read_records(p, parse_question, lambda r: r.id, "question id", issues)
     if not out:
         raise UserError(f"{p}: no valid questions")
     return out

@@ -30,8 +30,6 @@ from searchgrpo.control import TrainerControl
 from searchgrpo.data import Dataset, load_dataset, make_env
 from searchgrpo.distributed import Dist
 from searchgrpo.errors import UserError
-from searchgrpo.events import event_from_dict, event_to_dict
-from searchgrpo.scoring import score_policy, state_summary, summarise
 from searchgrpo.events import (
     CheckpointSaved,
     EvalFinished,
@@ -43,11 +41,14 @@ from searchgrpo.events import (
     RunResumed,
     RunStarted,
     StepFinished,
+    event_from_dict,
+    event_to_dict,
 )
 from searchgrpo.fileio import atomic_write_text
 from searchgrpo.grpo_step import grpo_step
 from searchgrpo.llm_checker import PROMPT_VERSION, LLMChecker
 from searchgrpo.rollout import encode_prompt
+from searchgrpo.scoring import score_policy, state_summary, summarise
 from searchgrpo.train_checkpoints import (
     latest_checkpoint,
     load_training_state,

@@ -1,8 +1,8 @@
 """The multi-agent checkpoint loader on good and malformed data."""
 
 import json
-import re
 import os
+import re
 from pathlib import Path
 
 import pytest

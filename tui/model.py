@@ -9,8 +9,8 @@ which they tell by the version counters.
 from __future__ import annotations
 
 from collections import deque
-from itertools import islice
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from searchgrpo import events as ev

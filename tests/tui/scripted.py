@@ -12,8 +12,18 @@ import threading
 from typing import Any
 
 from searchgrpo.events import (
-    CheckpointSaved, DocView, EvalFinished, GroupScored, LogMessage, RunFailed, RunFinished, RunPaused, RunResumed,
-    RunStarted, SampleView, StepFinished,
+    CheckpointSaved,
+    DocView,
+    EvalFinished,
+    GroupScored,
+    LogMessage,
+    RunFailed,
+    RunFinished,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    SampleView,
+    StepFinished,
 )
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC

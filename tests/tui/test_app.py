@@ -6,7 +6,6 @@ import io
 import json
 
 from rich.console import Console
-
 from textual.widgets import Static
 
 from searchgrpo.events import event_to_dict

@@ -24,8 +24,15 @@ from tui.failures import report_failure
 from tui.format import bar
 from tui.jobs import run_eval_job
 from tui.model import JobModel
-from tui.report import (AGGREGATE_COLUMNS, PAIRED_METRICS, EvalReport, aggregate_rows, load_report, paired_rows,
-                        question_rows)
+from tui.report import (
+    AGGREGATE_COLUMNS,
+    PAIRED_METRICS,
+    EvalReport,
+    aggregate_rows,
+    load_report,
+    paired_rows,
+    question_rows,
+)
 
 BASELINE = "baseline"
 
