@@ -46,7 +46,9 @@ SHARED = ROOT.parent / "shared" / "data"
 # The experiment's settings on top of config.yaml (each can be overridden with --set).
 EXPERIMENT = (
     "grpo.num_generations=8",
-    "grpo.max_new_tokens=48",
+    "grpo.max_new_tokens=32",
+    "grpo.max_prompt_tokens=640",
+    "data.max_table_rows=6",
     "grpo.temperature=1.0",
     "grpo.beta=0.0",
     "train.states_per_step=2",
