@@ -11,7 +11,8 @@ import os
 import torch
 
 from tests.conftest import tiny_config
-from tests.reliability.helpers import tiny_world
+from searchgrpo.train_checkpoints import latest_checkpoint
+from tests.reliability.helpers import assert_checkpoint_loads, tiny_world
 from tests.tui.conftest import SIZE, settle
 from tui.app import ConsoleApp
 from tui.widgets import GroupTable
@@ -65,3 +66,4 @@ async def test_a_worker_that_dies_on_a_full_disk_is_shown_and_its_checkpoint_kep
         assert [c.step for c in run.checkpoints] == [1]
         assert app.query_one(GroupTable).row_count == cfg.grpo.num_generations  # the run's groups stay browsable
     assert [p.name for p in (tmp_path / "runs" / "full" / "checkpoints").iterdir()] == ["step-000001"]
+    assert_checkpoint_loads(latest_checkpoint(tmp_path / "runs" / "full"))

@@ -306,7 +306,9 @@ def test_disk_full_through_the_cli_then_resume(tmp_path, capsys, monkeypatch):
                                "(No space left on device); the newest complete checkpoint, step-000002, is intact; "
                                "free disk space, then continue with --resume")
     assert [c.step for c in list_checkpoints(run_dir)] == [1, 2]
+    assert_no_partial_checkpoint(run_dir)
     assert not [p for p in (run_dir / "checkpoints").iterdir() if ".tmp-" in p.name]
+    assert_checkpoint_loads(latest_checkpoint(run_dir))
     code, out = main_in_process([*args, "--resume"], capsys, monkeypatch)  # space is back
     assert code == 0, out
     assert "resuming run full" in out and "run completed at step 4" in out
