@@ -53,6 +53,7 @@ def test_an_http_checker_leaks_no_socket_or_thread(tmp_path, monkeypatch):
         server.label = "RELEVANT"
         report = soak.soak([*TINY_OVERRIDES, f"train.output_dir={tmp_path / 'runs'}", "checker.backend=llm",
                             f"checker.server={server.url}", f"checker.cache_path={tmp_path / 'v.sqlite'}",
+                            "checker.max_retries=2", "checker.timeout_s=10",  # a failure fails fast
                             "train.save_every=10", "grpo.num_generations=2", "env.top_k=2"],
                            steps=20, sample_every=5, warmup=0.3, rss_bound_mb=RSS_BOUND_MB)
         requests = len(server.chat_requests())
