@@ -317,6 +317,9 @@ def load_states(
         except SchemaError as exc:
             issues.report(meta_path, str(exc))
             continue
+        if not meta.rounds:
+            issues.report(meta_path, "lists no rounds (an empty run)")
+            continue
         out.runs_read += 1
         labels = out.labels.setdefault(meta.question_id, QuestionLabels(meta.question))
         for docid in meta.gold_docids:

@@ -5,7 +5,8 @@ GET, so a client library would add a dependency and nothing else. It adds what a
 needs from a server it does not control:
 
 - a health check that fails in one line, within seconds, naming the URL;
-- retries of transient failures (connection refused or reset, timeouts, 429 and 5xx) with
+- retries of transient failures (connection refused or reset, timeouts, replies cut short or
+  not JSON, 429 and 5xx) with
   exponential backoff, until `max_retries` retries or `retry_deadline_s` seconds have passed, so
   that a server that restarts mid-run costs time but no step;
 - the API key from an environment variable, sent as a Bearer token and never logged or shown;
@@ -15,6 +16,7 @@ needs from a server it does not control:
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
@@ -94,12 +96,21 @@ class ChatClient:
         """Stop retrying: requests waiting for a retry fail at once (a closing run must not wait)."""
         self._closed.set()
 
+    def _key(self) -> str:
+        return os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        key = self._key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return headers
+
+    def redact(self, text: str) -> str:
+        """`text` from the server with the API key blanked out: a server or proxy that echoes the
+        request (its headers in an error body, say) must not put the key into errors or events."""
+        key = self._key()
+        return text.replace(key, "[api key]") if key and key in text else text
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None, timeout: float) -> Any:
         data = json.dumps(body).encode("utf-8") if body is not None else None
@@ -124,7 +135,7 @@ class ChatClient:
                 if exc.code != 503 or time.monotonic() >= deadline:  # 503: llama.cpp still loading
                     raise ServerUnavailable(f"checker server {url} answered HTTP {exc.code}; is it an "
                                             "OpenAI-compatible server (base URL ending in /v1)?") from None
-            except (urllib.error.URLError, OSError, ValueError) as exc:
+            except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
                 if time.monotonic() >= deadline:
                     reason = getattr(exc, "reason", exc)
                     raise ServerUnavailable(
@@ -158,12 +169,13 @@ class ChatClient:
                 return reply
             except urllib.error.HTTPError as exc:
                 if exc.code not in RETRYABLE_STATUS:
-                    detail = _one_line(exc.read().decode("utf-8", "replace")) if exc.fp else ""
+                    detail = _one_line(self.redact(exc.read().decode("utf-8", "replace"))) if exc.fp else ""
                     raise RequestRejected(f"checker server {url} rejected a request (HTTP {exc.code}): {detail}",
                                           exc.code) from None
                 error = f"HTTP {exc.code}"
-            except (urllib.error.URLError, OSError, socket.timeout, ValueError) as exc:
-                error = _one_line(str(getattr(exc, "reason", exc)))
+            except (urllib.error.URLError, OSError, socket.timeout, ValueError, http.client.HTTPException) as exc:
+                # HTTPException: a reply cut short (IncompleteRead) or a bad status line.
+                error = _one_line(self.redact(str(getattr(exc, "reason", exc)) or type(exc).__name__))
             finally:
                 with self.stats.lock:
                     self.stats.in_flight -= 1

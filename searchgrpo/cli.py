@@ -29,7 +29,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from searchgrpo.config import Config, ConfigError, describe, load_config
-from searchgrpo.errors import UserError
+from searchgrpo.errors import UserError, one_line
 
 app = typer.Typer(
     name="searchgrpo",
@@ -208,11 +208,24 @@ def run_headless(cfg: Config, *, run_dir: Path | None = None, resume: bool = Fal
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         summary = trainer.train()
+    except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint for the step in progress
+        from searchgrpo.train_checkpoints import latest_checkpoint
+
+        info = latest_checkpoint(trainer.run_dir) if trainer.dist.is_main else None
+        where = f"the newest complete checkpoint is {info.path}" if info else "no checkpoint was written yet"
+        console.console.print(f"aborted: {where}; continue with --resume", markup=False, highlight=False,
+                              soft_wrap=True)
+        raise
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
         if jsonl is not None:
             jsonl.close()
+            if jsonl.dropped:
+                console.console.print(
+                    f"warning: {jsonl.path}: {jsonl.dropped} events could not be written "
+                    f"({one_line(jsonl.error.strerror or jsonl.error) if jsonl.error else 'unknown'}); "
+                    "checkpoints are written separately", markup=False, highlight=False, soft_wrap=True)
     if trainer.dist.is_main:
         console.console.print(f"run folder: {summary.run_dir}")
     return 0
@@ -304,6 +317,7 @@ def evaluate(
     corpus: Annotated[Optional[Path], typer.Option(help="The corpus for --checkpoints-dir.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Score at most this many states.")] = None,
     output: Annotated[Optional[Path], typer.Option(help="The JSON report (default runs/evals/eval-<time>.json).")] = None,
+    strict: Annotated[bool, typer.Option(help="Stop at the first malformed data file or line.")] = False,
 ) -> None:
     """Compare fine-tuned checkpoints with the baseline on held-out states; write a JSON report."""
     quiet_libraries()
@@ -311,12 +325,12 @@ def evaluate(
     from rich.progress import Progress
 
     from searchgrpo.evaluation import EvalRequest, run_eval
-    from searchgrpo.events import EvalProgress, EvalStarted
+    from searchgrpo.events import EvalProgress, EvalStarted, LogMessage
     from searchgrpo.report import eval_tables
 
     if samples < 1:
         raise UserError("--samples must be >= 1")
-    cfg, _ = load(config, overrides)
+    cfg, _ = load(config, overrides, ("data.strict=true",) if strict else ())
     request = EvalRequest(
         baseline=baseline, checkpoints=[str(c) for c in checkpoint or []], output=str(output) if output else None,
         num_samples=samples, temperature=temperature, seed=seed, questions=str(questions) if questions else None,
@@ -333,6 +347,9 @@ def evaluate(
                     tasks[name] = progress.add_task(f"eval {name}", total=event.states)
             elif isinstance(event, EvalProgress):
                 progress.update(tasks[event.policy], completed=event.done)
+            elif isinstance(event, LogMessage):
+                progress.console.print(f"{event.level}: {one_line(event.text)}", markup=False, highlight=False,
+                                       soft_wrap=True)
 
         path = run_eval(cfg, request, sink)
     for table in eval_tables(path):
@@ -396,6 +413,7 @@ def collect(
     planner: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
     executor: Annotated[str, typer.Option(help="rule or policy (the base model.base, greedy).")] = "rule",
     entity_manager: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
+    strict: Annotated[bool, typer.Option(help="Stop at the first malformed line of the question set.")] = False,
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
@@ -407,7 +425,8 @@ def collect(
 
     if (limit is not None and limit < 1) or max_rounds < 1:
         raise UserError("--limit and --max-rounds must be >= 1")
-    cfg, _ = load(config, overrides, (f"checker.backend={checker}",) if checker else ())
+    cfg, _ = load(config, overrides, (*((f"checker.backend={checker}",) if checker else ()),
+                                      *(("data.strict=true",) if strict else ())))
     columns = (TextColumn("[bold]collect"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns) as progress:
         task = progress.add_task("collect", total=None)
@@ -416,6 +435,11 @@ def collect(
             entity_manager=entity_manager, progress=lambda n, total: progress.update(task, completed=n, total=total),
         )
     s = result.stats
+    for issue in result.issues:
+        typer.echo(f"warning: skipped {issue}", err=True)
+    if result.issues:
+        typer.echo(f"warning: {len(result.issues)} malformed lines skipped (--strict stops at the first instead)",
+                   err=True)
     typer.echo(f"{s.written} questions collected, {s.skipped_existing} already there, {s.states} SEARCH rounds written")
     if result.checker:
         c = result.checker
@@ -462,7 +486,7 @@ def main() -> None:
     except UserError as exc:
         if os.environ.get("SEARCHGRPO_DEBUG"):
             raise
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {one_line(exc)}", fg=typer.colors.RED, err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.secho("aborted", fg=typer.colors.RED, err=True)
@@ -470,6 +494,6 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("SEARCHGRPO_DEBUG"):
             raise
-        typer.secho(f"error: {type(exc).__name__}: {exc} (set SEARCHGRPO_DEBUG=1 for the traceback)",
+        typer.secho(f"error: {type(exc).__name__}: {one_line(exc, 500)} (set SEARCHGRPO_DEBUG=1 for the traceback)",
                     fg=typer.colors.RED, err=True)
         sys.exit(1)

@@ -13,7 +13,9 @@ seed always give the same checkpoints (the LLM agents answer greedily).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
@@ -30,6 +32,7 @@ from searchgrpo.agents import (
 from searchgrpo.checker import CheckRequest, DocumentChecker, checker_stats
 from searchgrpo.config import Config
 from searchgrpo.corpus import Document
+from searchgrpo.errors import DataIssue
 from searchgrpo.fileio import remove_stale_temporaries
 from searchgrpo.questions import QuestionRecord
 from searchgrpo.search import Retriever
@@ -71,9 +74,36 @@ class CollectStats:
 
 
 def question_dir_name(question_id: str) -> str:
-    """A file-system-safe folder name for a question id."""
+    """A file-system-safe folder name for a question id (never a path: no separator, no `..`)."""
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in question_id)
     return safe.strip(".") or "question"
+
+
+def _collected_id(meta: Path) -> str | None:
+    """The question id in an existing meta.json (None if absent or unreadable)."""
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    qid = data.get("question_id") if isinstance(data, dict) else None
+    return str(qid) if qid is not None else None
+
+
+def question_run_dir(out_dir: Path, question_id: str) -> tuple[Path, bool]:
+    """(`out_dir/<name>/run_001`, whether that question is already collected there).
+
+    Ids that differ may share a safe name (`a/b`, `a_b`): a folder that already holds another
+    question's run is left alone and this question gets `<name>-<digest of its id>` instead, so
+    no question is taken for collected when it is not.
+    """
+    name = question_dir_name(question_id)
+    run_dir = out_dir / name / "run_001"
+    owner = _collected_id(run_dir / "meta.json")
+    if owner is not None and owner != question_id:
+        digest = hashlib.sha1(question_id.encode("utf-8")).hexdigest()[:10]
+        run_dir = out_dir / f"{name}-{digest}" / "run_001"
+        owner = _collected_id(run_dir / "meta.json")
+    return run_dir, owner == question_id
 
 
 def collect(
@@ -98,8 +128,8 @@ def collect(
     entity_manager = entity_manager or RuleEntityManager()
     written = skipped = states = 0
     for n, rec in enumerate(records, 1):
-        run_dir = out_dir / question_dir_name(rec.id) / "run_001"
-        if (run_dir / "meta.json").is_file():
+        run_dir, collected = question_run_dir(out_dir, rec.id)
+        if collected:
             skipped += 1
         else:
             remove_stale_temporaries(run_dir)
@@ -211,6 +241,8 @@ class CollectResult:
     """Per agent, the rounds in which the rule decided because the model's reply was unusable."""
     checker: dict[str, float]
     """The checker's counters (`stats()`), empty for one that keeps none."""
+    issues: list[DataIssue] = field(default_factory=list)
+    """Malformed lines of the question set, skipped (under `data.strict` the first one is raised)."""
 
 
 def collect_to_folder(
@@ -233,12 +265,10 @@ def collect_to_folder(
     is `cfg.checker` (`gold`: IMPORTANT = the set's gold documents). A folder collected from
     another source is refused, so that its checkpoints and corpus always belong together.
     """
-    import json
-
     from searchgrpo.checker import GoldChecker, Label, QuestionLabels
     from searchgrpo.config import home_dir
     from searchgrpo.corpus import Corpus, write_corpus
-    from searchgrpo.errors import UserError
+    from searchgrpo.errors import IssueLog, UserError
     from searchgrpo.fileio import atomic_write_json
     from searchgrpo.questions import load_questions, pooled_corpus
     from searchgrpo.search import search_for_corpus
@@ -246,6 +276,7 @@ def collect_to_folder(
     for role, choice in (("planner", planner), ("executor", executor), ("entity_manager", entity_manager)):
         if choice not in AGENT_CHOICES[role]:
             raise UserError(f"--{role.replace('_', '-')} {choice!r}: expected one of {', '.join(AGENT_CHOICES[role])}")
+    issues = IssueLog(cfg.data.strict)
     if source == "demo":
         from searchgrpo.demo_world import generate_world
 
@@ -254,12 +285,16 @@ def collect_to_folder(
         records, documents = world.questions, world.documents
         origin = f"demo:q{d.questions}-d{d.distractors}-s{d.seed}"
     else:
-        records = load_questions(source)
+        records = load_questions(source, issues)
         documents = pooled_corpus(records)
         origin = str(Path(source).expanduser().resolve())
     manifest_path = out_dir / MANIFEST
     if manifest_path.is_file():
-        previous = json.loads(manifest_path.read_text(encoding="utf-8")).get("source")
+        try:
+            previous = json.loads(manifest_path.read_text(encoding="utf-8")).get("source")
+        except (ValueError, AttributeError):
+            raise UserError(f"{manifest_path}: not a collect manifest (invalid JSON); "
+                            "choose another --out or delete the file") from None
         if previous != origin:
             raise UserError(f"{out_dir} holds a collect of {previous}; choose another --out for {origin}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -308,7 +343,7 @@ def collect_to_folder(
         for close in closers:
             close()
     fallbacks = {role: agent.fallbacks for role, agent in agents.items()}
-    return CollectResult(corpus_path, out_dir / "checkpoints", stats, fallbacks, checker_counters)
+    return CollectResult(corpus_path, out_dir / "checkpoints", stats, fallbacks, checker_counters, issues.issues)
 
 
 def collect_question_set(cfg: Config, questions: Path) -> CollectResult:

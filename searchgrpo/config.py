@@ -38,11 +38,13 @@ class Check:
 
     ok: Callable[[Any], bool]
     expected: str
+    show: Callable[[Any], str] = repr
+    """How a bad value is quoted in the error (a URL's credentials are masked)."""
 
 
-def checked(default: Any, ok: Callable[[Any], bool], expected: str) -> Any:
+def checked(default: Any, ok: Callable[[Any], bool], expected: str, show: Callable[[Any], str] = repr) -> Any:
     """A dataclass field with a default and a range check."""
-    return field(default=default, metadata={"check": Check(ok, expected)})
+    return field(default=default, metadata={"check": Check(ok, expected, show)})
 
 
 def at_least(default: Any, low: float) -> Any:
@@ -65,6 +67,23 @@ def fraction(default: Any, *, open_low: bool = False) -> Any:
 
 def optional_positive(default: Any) -> Any:
     return checked(default, lambda v: v is None or v > 0, "null or > 0")
+
+
+def _has_credentials(url: str) -> bool:
+    """A user:password@ part or a key in the query string: secrets that would end up in logs."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return "@" in parts.netloc or any(w in parts.query.lower() for w in ("key", "token", "secret", "password"))
+
+
+def _masked(url: str) -> str:
+    """`url` with its user:password@ part and query string replaced by ***."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = "***@" + parts.netloc.rsplit("@", 1)[1] if "@" in parts.netloc else parts.netloc
+    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", parts.fragment))
 
 
 # --------------------------------------------------------------------------- sections
@@ -339,8 +358,10 @@ class CheckerConfig:
     the seed (slower; verdicts are cached)."""
 
     server: str = checked(
-        "embedded", lambda v: v == "embedded" or v.startswith(("http://", "https://")),
-        "'embedded' or an http(s):// URL",
+        "embedded", lambda v: v == "embedded" or (v.startswith(("http://", "https://")) and not _has_credentials(v)),
+        "'embedded' or an http(s):// URL without credentials (the API key comes from the environment: "
+        "checker.api_key_env)",
+        show=lambda v: repr(_masked(v)),
     )
     """`embedded`: start llama.cpp (xllamacpp) on 127.0.0.1 with `gguf` for the run; otherwise
     the base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 for vLLM."""
@@ -548,7 +569,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
         value = _coerce(value, tp, key, source)
         check: Check | None = fields[name].metadata.get("check")
         if check is not None and value is not None and not check.ok(value):
-            raise ConfigError(f"{source}: {key} = {value!r} is out of range: expected {check.expected}")
+            raise ConfigError(f"{source}: {key} = {check.show(value)} is out of range: expected {check.expected}")
         kwargs[name] = value
     return cls(**kwargs)
 

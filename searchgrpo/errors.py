@@ -13,6 +13,16 @@ class UserError(Exception):
     """A problem with the user's input or environment, worded as one line with the fix."""
 
 
+def one_line(text: object, limit: int | None = None) -> str:
+    """`text` on one line (runs of whitespace and newlines become one space), cut to `limit`.
+
+    >>> one_line("Weights only load failed.\\n\\n  Please  check", 30)
+    'Weights only load failed. Ple…'
+    """
+    flat = " ".join(str(text).split())
+    return flat if limit is None or len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 class DataError(UserError):
     """Malformed training data (a checkpoint file, a corpus line, a question record)."""
 

@@ -26,7 +26,7 @@ from searchgrpo.config import Config
 from searchgrpo.corpus import load_corpus
 from searchgrpo.data import Dataset, load_dataset, make_env
 from searchgrpo.errors import IssueLog, UserError
-from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink
+from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink, LogMessage
 from searchgrpo.fileio import atomic_write_json
 from searchgrpo.scoring import ScoredState, score_policy
 from searchgrpo.stats import mean_ci, paired_ratio_ci, ratio_ci
@@ -85,12 +85,16 @@ def resolve_checkpoint(path: str, cfg: Config) -> Path:
         if (p / "checkpoints").is_dir():
             raise UserError(f"--checkpoint {p}: this is a run folder; give one of its checkpoints/step-* folders")
         raise UserError(f"--checkpoint {p}: not a checkpoint (no adapter/adapter_config.json)")
+    if not (adapter / "adapter_model.safetensors").is_file():
+        raise UserError(f"--checkpoint {p}: no adapter_model.safetensors (adapters are loaded from safetensors "
+                        "only, never from pickled .bin files)")
     state_file = p / STATE_FILE
     if state_file.is_file():
         try:
-            base = json.loads(state_file.read_text()).get("base_model")
-        except ValueError:
-            base = None
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            state = None
+        base = state.get("base_model") if isinstance(state, dict) else None
         if base is not None and base != cfg.model.base:
             raise UserError(f"--checkpoint {p}: trained on base model {base!r}, but model.base = {cfg.model.base!r}")
     return adapter
@@ -137,6 +141,7 @@ def run_eval(cfg: Config, request: EvalRequest, sink: EventSink | None = None,
     sink = sink or (lambda e: None)
     specs = policy_specs(request, cfg)
     dataset, states = _dataset_and_states(cfg, request)
+    report_issues(dataset.issues, sink)
     env = make_env(cfg, dataset)
     output = Path(request.output) if request.output else Path(cfg.train.output_dir) / "evals" / (
         time.strftime("eval-%Y%m%d-%H%M%S") + ".json")
@@ -170,6 +175,7 @@ def _dataset_and_states(cfg: Config, request: EvalRequest) -> tuple[Dataset, lis
 
             paths = collect_question_set(cfg, Path(request.questions))
             ds = _all_states(cfg, str(paths.checkpoints), str(paths.corpus))
+            ds.issues.issues[:0] = paths.issues
         else:
             if not request.corpus:
                 raise UserError("--checkpoints-dir needs --corpus (the JSONL corpus those checkpoints searched)")
@@ -181,6 +187,15 @@ def _dataset_and_states(cfg: Config, request: EvalRequest) -> tuple[Dataset, lis
         if not states:
             raise UserError("the eval split is empty: raise data.eval_fraction, or give --questions")
     return ds, states[: request.limit] if request.limit else states
+
+
+def report_issues(issues: IssueLog, sink: EventSink, shown: int = 20) -> None:
+    """Each skipped input as a warning (the first `shown`), then how many were skipped in all."""
+    for issue in issues.issues[:shown]:
+        sink(LogMessage("warning", f"skipped {issue}"))
+    if issues.issues:
+        sink(LogMessage("warning", f"{len(issues)} malformed inputs skipped in all "
+                                   "(data.strict / --strict stops at the first instead)"))
 
 
 def _flat(agg: dict[str, Any]) -> dict[str, float]:

@@ -146,7 +146,7 @@ class LLMChecker:
         if label is None:
             with self._lock:
                 self._unparsable += 1
-            return Verdict(Label.IRRELEVANT, f"unparsable reply {text.strip()[:60]!r}")
+            return Verdict(Label.IRRELEVANT, f"unparsable reply {self.client.redact(text).strip()[:60]!r}")
         return Verdict(label, "llm")
 
     # ------------------------------------------------------------------ the protocol

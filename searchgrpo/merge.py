@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from searchgrpo.config import Config
-from searchgrpo.errors import UserError
+from searchgrpo.errors import UserError, one_line
 from searchgrpo.events import EventSink, MergeFinished, MergeProgress, MergeStarted
 from searchgrpo.fileio import atomic_dir
 from searchgrpo.train_checkpoints import STATE_FILE, list_checkpoints
@@ -81,7 +81,7 @@ def _step_of(path: Path) -> int:
     if state.is_file():
         try:
             return int(json.loads(state.read_text())["step"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError):  # OverflowError: "step": 1e999
             pass
     m = re.search(r"(\d+)$", path.name)
     if not m:
@@ -104,9 +104,16 @@ def plan(cfg: Config, request: MergeRequest, base_name: str) -> list[MergeJob]:
     for p in paths:
         if not (p / "adapter" / "adapter_config.json").is_file():
             raise UserError(f"{p}: not a checkpoint (no adapter/adapter_config.json)")
+        if not (p / "adapter" / "adapter_model.safetensors").is_file():
+            raise UserError(f"{p}: no adapter/adapter_model.safetensors (adapters are loaded from safetensors "
+                            "only, never from pickled .bin files)")
         state = p / STATE_FILE
         if state.is_file():
-            base = json.loads(state.read_text()).get("base_model")
+            try:
+                data = json.loads(state.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise UserError(f"{state}: not valid JSON ({one_line(exc, 120)})") from None
+            base = data.get("base_model") if isinstance(data, dict) else None
             if base is not None and base != cfg.model.base:
                 raise UserError(f"{p}: trained on base model {base!r}, but model.base = {cfg.model.base!r}")
         step = _step_of(p)

@@ -8,10 +8,14 @@ with rich. `fanout` sends each event to several sinks.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any, Iterator
 
+from rich.markup import escape
+
+from searchgrpo.errors import one_line
 from searchgrpo.events import (
     CheckpointSaved,
     EvalFinished,
@@ -30,24 +34,44 @@ from searchgrpo.events import (
 
 
 class JsonlSink:
-    """Appends events to a JSONL file, one flushed line each."""
+    """Appends events to a JSONL file, one line each, written straight to the file (unbuffered).
+
+    Like every sink it never raises: a line that cannot be written (a full disk) is counted in
+    `dropped` (the first error kept in `error`) and training goes on; the next line that can be
+    written first ends the torn one, which readers skip.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = self.path.open("a", encoding="utf-8")
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lock = threading.Lock()
+        self._torn = False
+        self.dropped = 0
+        self.error: OSError | None = None
 
     def __call__(self, event: Any) -> None:
-        line = json.dumps(event_to_dict(event), ensure_ascii=False, allow_nan=True)
+        data = (json.dumps(event_to_dict(event), ensure_ascii=False, allow_nan=True) + "\n").encode("utf-8")
         with self._lock:
-            if not self._fh.closed:
-                self._fh.write(line + "\n")
-                self._fh.flush()
+            if self._fd is None:
+                return
+            if self._torn:
+                data = b"\n" + data
+            written = 0
+            try:
+                while written < len(data):
+                    written += os.write(self._fd, data[written:])
+                self._torn = False
+            except OSError as exc:
+                self._torn = self._torn or written > 0
+                self.dropped += 1
+                self.error = self.error or exc
 
     def close(self) -> None:
         with self._lock:
-            self._fh.close()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
 
 def read_events(path: str | Path) -> Iterator[Any]:
@@ -94,15 +118,16 @@ class ConsoleSink:
         self._groups: list[GroupScored] = []
 
     def _line(self, text: str) -> None:
-        self.console.print(text, highlight=False)
+        # soft_wrap: one message stays one line in a log file (rich would wrap it at 80 columns).
+        self.console.print(text, highlight=False, soft_wrap=True)
 
     def __call__(self, event: Any) -> None:
         if isinstance(event, RunStarted):
             verb = "resuming" if event.start_step else "starting"
             self._line(
-                f"[bold]{verb}[/] run {event.run_id} on {event.device}: {event.base_model}, "
+                f"[bold]{verb}[/] run {escape(event.run_id)} on {event.device}: {escape(event.base_model)}, "
                 f"{event.num_train_states} train / {event.num_eval_states} eval states, "
-                f"{event.total_steps} steps -> {event.run_dir}"
+                f"{event.total_steps} steps -> {escape(event.run_dir)}"
             )
             self._progress.start()
             self._task = self._progress.add_task("train", total=event.total_steps, completed=event.start_step, status="")
@@ -130,20 +155,20 @@ class ConsoleSink:
                 f"over {int(m.get('eval/states', 0))} states"
             )
         elif isinstance(event, CheckpointSaved):
-            self._line(f"[green]checkpoint[/] step {event.step} -> {event.path}")
+            self._line(f"[green]checkpoint[/] step {event.step} -> {escape(event.path)}")
         elif isinstance(event, RunPaused):
             self._line(f"paused at step {event.step}")
         elif isinstance(event, RunResumed):
             self._line(f"resumed at step {event.step}")
         elif isinstance(event, LogMessage):
             style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
-            self._line(f"[{style}]{event.level}[/]: {event.text}")
+            self._line(f"[{style}]{escape(event.level)}[/]: {escape(one_line(event.text))}")
         elif isinstance(event, RunFinished):
             self._progress.stop()
             self._line(f"[bold]run {event.reason}[/] at step {event.step}")
         elif isinstance(event, RunFailed):
             self._progress.stop()
-            self._line(f"[bold red]run failed[/] at step {event.step}: {event.error}")
+            self._line(f"[bold red]run failed[/] at step {event.step}: {escape(one_line(event.error))}")
 
 
 

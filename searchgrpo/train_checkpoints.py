@@ -8,21 +8,25 @@
         trainer_state.json                  step, epoch, run id, base model, metric history
 
 A checkpoint folder is filled under a temporary name and renamed when complete, so a crash
-(SIGKILL, a full disk) never leaves a folder named `step-*` that is incomplete. `latest_checkpoint`
+(SIGKILL, a full disk) never leaves a folder named `step-*` that is incomplete; old checkpoints are
+renamed away before they are deleted, for the same reason. A write that fails (a full disk) raises
+`CheckpointWriteError`, one line naming the folder, the reason and the checkpoint still intact. `latest_checkpoint`
 still validates each candidate and falls back to an older one if a folder is damaged.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from searchgrpo.errors import UserError
-from searchgrpo.fileio import atomic_dir, remove_stale_temporaries
+from searchgrpo.errors import UserError, one_line
+from searchgrpo.fileio import TMP_MARK, atomic_dir, remove_stale_temporaries
 
 CHECKPOINT_DIR = "checkpoints"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
@@ -61,20 +65,48 @@ def save_checkpoint(
 
     root = run_dir / CHECKPOINT_DIR
     target = root / checkpoint_name(step)
-    with atomic_dir(target, overwrite=True) as tmp:
-        model.save_pretrained(tmp / "adapter", safe_serialization=True)
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-        rng = {"torch_cpu": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            for i, state in enumerate(torch.cuda.get_rng_state_all()):
-                rng[f"torch_cuda_{i}"] = state
-        save_file(rng, str(tmp / "rng.safetensors"))
-        state = dict(trainer_state, step=step, format_version=FORMAT_VERSION)
-        (tmp / STATE_FILE).write_text(json.dumps(state, indent=2))
+    try:
+        with atomic_dir(target, overwrite=True) as tmp:
+            model.save_pretrained(tmp / "adapter", safe_serialization=True)
+            torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+            torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+            rng = {"torch_cpu": torch.get_rng_state()}
+            if torch.cuda.is_available():
+                for i, state in enumerate(torch.cuda.get_rng_state_all()):
+                    rng[f"torch_cuda_{i}"] = state
+            save_file(rng, str(tmp / "rng.safetensors"))
+            state = dict(trainer_state, step=step, format_version=FORMAT_VERSION)
+            (tmp / STATE_FILE).write_text(json.dumps(state, indent=2))
+    except Exception as exc:  # a full disk, a quota, permissions: the folder was not written
+        raise CheckpointWriteError(_write_failure(run_dir, target, exc)) from exc
     for old in list_checkpoints(run_dir)[:-keep_last]:
-        shutil.rmtree(old.path, ignore_errors=True)
+        _delete(old.path)
     return target
+
+
+class CheckpointWriteError(UserError):
+    """A checkpoint could not be written; the previous complete checkpoint is untouched."""
+
+
+def _write_failure(run_dir: Path, target: Path, exc: Exception) -> str:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else one_line(f"{type(exc).__name__}: {exc}", 200)
+    full = (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or "No space left" in str(exc)
+    kept = list_checkpoints(run_dir)
+    previous = f"the newest complete checkpoint, {kept[-1].path.name}, is intact" if kept else "no earlier checkpoint"
+    fix = "free disk space" if full else "fix the cause"
+    return f"{target}: checkpoint not written ({reason}); {previous}; {fix}, then continue with --resume"
+
+
+def _delete(path: Path) -> None:
+    """Delete a checkpoint folder: renamed out of the step-* namespace first, so that a kill during
+    the deletion leaves a temporary (removed on resume), never a half-deleted step-* folder."""
+    doomed = path.with_name(path.name + TMP_MARK + "deleted")
+    shutil.rmtree(doomed, ignore_errors=True)
+    try:
+        os.replace(path, doomed)
+    except OSError:
+        return
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _read(path: Path) -> CheckpointInfo | None:
@@ -132,7 +164,8 @@ def load_training_state(info: CheckpointInfo, *, model: Any, optimizer: Any, sch
     except UserError:
         raise
     except Exception as exc:
-        raise UserError(f"{info.path}: checkpoint could not be loaded ({type(exc).__name__}: {exc})") from None
+        raise UserError(f"{info.path}: checkpoint could not be loaded "
+                        f"({one_line(f'{type(exc).__name__}: {exc}', 300)})") from None
     torch.set_rng_state(rng["torch_cpu"])
     if torch.cuda.is_available():
         cuda = [rng[k] for k in sorted(rng) if k.startswith("torch_cuda_")]

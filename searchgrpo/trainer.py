@@ -124,6 +124,9 @@ class Trainer:
             self.sink(LogMessage("warning", f"skipped {issue}"))
         if len(ds.issues) > len(shown):
             self.sink(LogMessage("warning", f"... and {len(ds.issues) - len(shown)} more malformed inputs skipped"))
+        if ds.issues.issues:
+            self.sink(LogMessage("warning", f"{len(ds.issues)} malformed inputs skipped in all "
+                                            "(data.strict / --strict stops at the first instead)"))
         self.env = make_env(cfg, ds)
         checker = self.env.checker
         if isinstance(checker, LLMChecker):
@@ -150,7 +153,8 @@ class Trainer:
         if dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             for leftover in remove_interrupted_writes(self.run_dir):
-                self.sink(LogMessage("warning", f"removed {leftover.name}, an interrupted checkpoint write"))
+                self.sink(LogMessage("warning", f"removed {leftover.name}, left by an interrupted checkpoint "
+                                                "write or deletion"))
         dist.barrier()
         if self.resume:
             info = latest_checkpoint(self.run_dir)
@@ -198,7 +202,8 @@ class Trainer:
             self.setup()
             return self._loop()
         except BaseException as exc:
-            self.sink(RunFailed(self.step, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.sink(RunFailed(self.step, error, traceback.format_exc()))
             raise
         finally:
             self.close()

@@ -9,6 +9,12 @@ import pytest
 
 from searchgrpo.config import Config, load_config
 
+# One OpenMP thread per process (this one, set before torch is imported, and every subprocess a
+# test starts): with one thread per core, a busy neighbour on a small shared machine makes torch's
+# threads spin at barriers and a tiny training step 10-50x slower (the suite took 13 minutes
+# instead of 4). The tiny models gain nothing from more threads. An explicit setting wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def searchgrpo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:

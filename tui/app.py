@@ -306,7 +306,7 @@ class ConsoleApp(App[int]):
             run.version += 1
         if run.status == "failed":
             self.model.note("error", run.traceback or run.error)
-            self.notify(run.error, title="Training failed", severity="error", timeout=30)
+            self.notify(run.error, title="Training failed", severity="error", timeout=30, markup=False)
         self.refresh_checkpoints()
         if self._quit_when_stopped:
             self.exit(self.exit_code_for_run())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 LABEL_STYLE = {"IMPORTANT": "bold green", "RELEVANT": "yellow", "IRRELEVANT": "red"}
 """The checker's verdicts, coloured the same everywhere."""
@@ -68,6 +68,15 @@ def bar(done: int, total: int, width: int = 20) -> str:
 
 
 _CONTROL = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0, 32), *range(127, 160)) if c not in (9, 10)}
+
+
+def plain(value: Any) -> Any:
+    """A string cell of a DataTable made literal: tables read strings as markup, and a path or an
+    id from the data such as `data[/q]` would raise MarkupError and take the console down.
+    Anything else is returned unchanged."""
+    from rich.markup import escape
+
+    return escape(value) if isinstance(value, str) else value
 
 
 def printable(text: str, one_line: bool = False) -> str:

@@ -29,4 +29,4 @@ class ConfigPane(Vertical):
         table.add_column("value", key="value")
         table.add_column("meaning", key="meaning")
         for key, value, doc in describe(self.cfg):
-            table.add_row(Text(key, style="bold"), repr(value), Text(doc.split("\n")[0], style="dim"), key=key)
+            table.add_row(Text(key, style="bold"), Text(repr(value)), Text(doc.split("\n")[0], style="dim"), key=key)

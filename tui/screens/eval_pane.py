@@ -21,7 +21,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from searchgrpo.config import Config
 from searchgrpo.events import EventSink, LogMessage
 from tui.failures import report_failure
-from tui.format import bar
+from tui.format import bar, plain
 from tui.jobs import run_eval_job
 from tui.model import JobModel
 from tui.report import (
@@ -78,7 +78,7 @@ class EvalPane(Horizontal):
             policies.add_option((name, path, path in chosen))
         where = (f"{len(checkpoints)} checkpoint(s) in {run_dir}" if run_dir else "no run yet") + \
             ("" if checkpoints else ": only the baseline")
-        self.query_one("#eval-run-dir", Static).update(where)
+        self.query_one("#eval-run-dir", Static).update(Text(where))
 
     @on(Button.Pressed, "#eval-run")
     def _run(self) -> None:
@@ -147,7 +147,7 @@ class EvalPane(Horizontal):
         agg.clear(columns=True)
         agg.add_columns("policy", *(label for _, label in AGGREGATE_COLUMNS))
         for row in aggregate_rows(report):
-            agg.add_row(*row)
+            agg.add_row(*map(plain, row))
         agg.border_title = "aggregate (95% CI)"
         paired = self.query_one("#eval-paired", DataTable)
         paired.clear(columns=True)
@@ -155,14 +155,14 @@ class EvalPane(Horizontal):
         paired.add_columns("policy", *PAIRED_METRICS)
         style = {1: "bold green", -1: "bold red", 0: ""}
         for name, cells in paired_rows(report):
-            paired.add_row(name, *(Text(text, style=style[sign]) for text, sign in cells))
+            paired.add_row(plain(name), *(Text(text, style=style[sign]) for text, sign in cells))
         questions = self.query_one("#eval-questions", DataTable)
         questions.clear(columns=True)
         questions.border_title = "reward per question"
         gain = ["Δ last−first"] if len(report.policies) > 1 else []
         questions.add_columns("id", "question", "states", *report.policies, *gain)
         for row in question_rows(report):
-            questions.add_row(*row[:1], Text(row[1][:60]), *row[2:])
+            questions.add_row(*map(plain, row[:1]), Text(row[1][:60]), *map(plain, row[2:]))
 
 
 def _count(text: str, blank: int | None) -> int | None:

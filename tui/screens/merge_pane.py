@@ -20,7 +20,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from searchgrpo.config import Config
 from searchgrpo.events import EventSink, LogMessage
 from tui.failures import report_failure
-from tui.format import bar
+from tui.format import bar, plain
 from tui.jobs import existing_outputs, run_merge_job
 from tui.model import JobModel
 from tui.screens.confirm import ConfirmScreen
@@ -60,7 +60,7 @@ class MergePane(Horizontal):
         for name, path in reversed(checkpoints):
             boxes.add_option((name, path, path in chosen))
         where = f"{len(checkpoints)} checkpoint(s) in {run_dir}" if run_dir else "no run yet: nothing to merge"
-        self.query_one("#merge-run-dir", Static).update(where)
+        self.query_one("#merge-run-dir", Static).update(Text(where))
 
     @on(Button.Pressed, "#merge-run")
     def _run(self) -> None:
@@ -130,7 +130,7 @@ class MergePane(Horizontal):
             table.add_columns("model folder", "parity")
             parity = list(job.result.parity) + [{}] * len(job.result.outputs)
             for path, figures in zip(job.result.outputs, parity):
-                table.add_row(path, ", ".join(f"{k}={_short(v)}" for k, v in figures.items()) or "–")
+                table.add_row(plain(path), plain(", ".join(f"{k}={_short(v)}" for k, v in figures.items()) or "–"))
 
 
 def _short(value: Any) -> str:

@@ -41,7 +41,7 @@ class RunStatus(Widget):
         bar = self.query_one("#run-progress", ProgressBar)
         bar.update(total=max(run.total_steps, 1), progress=run.step)
         error = f"✖ {run.error}  (traceback in the Log tab)" if run.status == "failed" else ""
-        self.query_one("#run-error", Static).update(error)
+        self.query_one("#run-error", Static).update(Text(error))
 
     def _line(self, run: RunModel) -> Text:
         text = Text()

@@ -47,7 +47,7 @@ def render_sample(sample: SampleView) -> RenderableType:
             if d.reason:
                 body.append(f"\n↳ {printable(d.reason)}", style="italic")
             table.add_row(str(d.rank + 1), Text(d.label, style=LABEL_STYLE.get(d.label, "")),
-                          Text("new", style="bold") if d.new else Text("seen", style="dim"), d.docid, body)
+                          Text("new", style="bold") if d.new else Text("seen", style="dim"), Text(d.docid), body)
         parts.append(table)
     return Group(*parts)
 

@@ -1,0 +1,330 @@
+"""Security: no pickle is ever loaded, servers listen on 127.0.0.1 by default, the API key comes
+only from the environment and never reaches a file or a log, and nothing in the data can make
+the program read or write outside its folders.
+
+Reading outside the checkpoints folder (`../`, absolute names, symlinks) is refused in
+`test_bad_data.py` (`checkpoint_path_escape`, `checkpoint_absolute_path`, `checkpoint_symlink_outside`,
+`checkpoint_symlinked_question_outside`); this file covers writing, pickles, binds and secrets.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import socket
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+from searchgrpo.agent_checkpoints import load_states
+from searchgrpo.collect import collect_to_folder, question_dir_name
+from searchgrpo.config import CheckerConfig, field_docs
+from searchgrpo.errors import UserError
+from searchgrpo.train_checkpoints import latest_checkpoint
+from tests.conftest import tiny_config
+from tests.reliability.helpers import (
+    ROOT,
+    SETS,
+    FaultServer,
+    assert_one_error_line,
+    main_in_process,
+)
+
+SOURCE_DIRS = ("searchgrpo", "tui", "benchmarks", "tests")
+
+# --------------------------------------------------------------------------- no pickle, no eval
+
+
+def _call_name(node: ast.Call) -> str:
+    parts = []
+    f = node.func
+    while isinstance(f, ast.Attribute):
+        parts.append(f.attr)
+        f = f.value
+    if isinstance(f, ast.Name):
+        parts.append(f.id)
+    return ".".join(reversed(parts))
+
+
+def _kw(node: ast.Call, name: str) -> object:
+    for k in node.keywords:
+        if k.arg == name:
+            return k.value.value if isinstance(k.value, ast.Constant) else k.value
+    return None
+
+
+UNSAFE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "shelve", "marshal", "joblib"}
+
+
+def unsafe_uses(path: Path) -> list[str]:
+    """Every place in one source file that could run code from data, or listen on every address."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = []
+    for node in ast.walk(tree):
+        where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            if any(n.split(".")[0] in UNSAFE_MODULES for n in names):
+                found.append(f"{where}: imports {names}")
+        elif isinstance(node, ast.Call):
+            name = _call_name(node)
+            last = name.rsplit(".", 1)[-1]
+            if name in ("eval", "exec", "compile", "__import__"):
+                found.append(f"{where}: {name}()")
+            elif name.endswith("torch.load") or name == "torch_load":
+                if _kw(node, "weights_only") is not True:
+                    found.append(f"{where}: {name}() without weights_only=True")
+            elif last == "load" and name.split(".")[0] in ("np", "numpy"):
+                if _kw(node, "allow_pickle") is not False and _kw(node, "allow_pickle") is not None:
+                    found.append(f"{where}: {name}(allow_pickle=...)")
+            elif name in ("yaml.load", "yaml.unsafe_load", "yaml.full_load", "yaml.load_all", "yaml.unsafe_load_all"):
+                found.append(f"{where}: {name}() (use yaml.safe_load)")
+            elif last in ("read_pickle", "system", "popen") and name.split(".")[0] in ("pd", "pandas", "os"):
+                found.append(f"{where}: {name}()")
+            elif _kw(node, "shell") is True:
+                found.append(f"{where}: {name}(shell=True)")
+            elif _kw(node, "trust_remote_code") is True:
+                found.append(f"{where}: {name}(trust_remote_code=True)")
+            elif _kw(node, "allow_pickle") is True:
+                found.append(f"{where}: {name}(allow_pickle=True)")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.strip() in ("0.0.0.0", "::"):
+            found.append(f"{where}: binds every address ({node.value!r})")
+    return found
+
+
+def test_no_pickle_eval_or_wildcard_bind_anywhere_in_the_source():
+    # Every Python file but this one, whose scanner and its self-test spell out what it looks for.
+    files = [p for d in SOURCE_DIRS for p in sorted((ROOT / d).rglob("*.py")) if p != Path(__file__).resolve()]
+    assert len(files) > 60
+    problems = [problem for f in files for problem in unsafe_uses(f)]
+    assert problems == []
+
+
+def test_the_scanner_finds_what_it_looks_for(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import pickle\nimport torch, yaml, numpy as np\ntorch.load('x')\nyaml.load(s)\n"
+                   "np.load('x', allow_pickle=True)\neval('1')\nmodel.eval()\nHOST = '0.0.0.0'\n"
+                   "torch.load('y', weights_only=True)\nyaml.safe_load(s)\n")
+    import tests.reliability.test_security as me
+
+    old_root = me.ROOT
+    me.ROOT = tmp_path
+    try:
+        found = unsafe_uses(bad)
+    finally:
+        me.ROOT = old_root
+    assert [f.split(": ", 1)[1] for f in found] == [
+        "imports ['pickle']", "torch.load() without weights_only=True", "yaml.load() (use yaml.safe_load)",
+        "np.load(allow_pickle=...)", "eval()", "binds every address ('0.0.0.0')"]
+
+
+class Payload:
+    """Unpickling this would run a shell command that creates a marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_poisoned_checkpoint_is_refused_and_its_payload_never_runs(tmp_path, capsys, monkeypatch):
+    """A checkpoint whose optimizer.pt carries a code-running pickle: resume refuses it in one line
+    (torch.load with weights_only=True), and the command never runs. An eval checkpoint that
+    offers only a pickled adapter_model.bin is refused before anything is loaded."""
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "pwned"
+    args = ["train", "--headless", *SETS, "--set", "train.run_name=r", "--set", "train.max_steps=1"]
+    assert main_in_process(args, capsys, monkeypatch)[0] == 0
+    info = latest_checkpoint(Path("runs/r"))
+    torch.save({"state": {}, "param_groups": [], "x": Payload(marker)}, info.path / "optimizer.pt")
+    code, out = main_in_process([*args[:-2], "--set", "train.max_steps=2", "--resume"], capsys, monkeypatch)
+    assert code == 2
+    assert_one_error_line(out, f"{info.path}: checkpoint could not be loaded (UnpicklingError: Weights only load failed")
+    assert not marker.exists()
+
+    adapter = info.path / "adapter"
+    torch.save({"weight": Payload(marker)}, adapter / "adapter_model.bin")
+    (adapter / "adapter_model.safetensors").unlink()
+    for cmd in (["eval", "--baseline", "--checkpoint", str(info.path)], ["merge", "--checkpoint", str(info.path)]):
+        code, out = main_in_process([*cmd, *SETS], capsys, monkeypatch)
+        assert code == 2
+        assert_one_error_line(out, "adapter_model.safetensors", "never from pickled .bin files")
+    assert not marker.exists()
+
+
+# --------------------------------------------------------------------------- 127.0.0.1 by default
+
+
+def test_servers_listen_on_127_0_0_1_by_default():
+    from searchgrpo import cli
+    from searchgrpo.server import EmbeddedServer
+
+    assert inspect.signature(EmbeddedServer.__init__).parameters["host"].default == "127.0.0.1"
+    serve_host = inspect.signature(cli.serve).parameters["host"].default
+    assert getattr(serve_host, "default", serve_host) == "127.0.0.1"
+    assert "start llama.cpp (xllamacpp) on 127.0.0.1" in field_docs(CheckerConfig)["server"]
+
+
+def _outward_address() -> str | None:
+    """This machine's address on its default route (no packet is sent), or None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            address = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if address.startswith("127.") else address
+
+
+def test_the_embedded_server_is_not_reachable_from_another_address():
+    from searchgrpo.model import embedded_gguf_path
+    from searchgrpo.server import EmbeddedServer
+
+    outward = _outward_address()
+    with EmbeddedServer(embedded_gguf_path(), parallel=1, threads=1) as server:
+        assert server.base_url.startswith("http://127.0.0.1:")
+        assert json.loads(urllib.request.urlopen(server.base_url + "/models", timeout=10).read())["data"]
+        if outward is None:
+            pytest.skip("no non-loopback address on this machine to try")
+        with pytest.raises((urllib.error.URLError, OSError)):
+            urllib.request.urlopen(f"http://{outward}:{server.port}/v1/models", timeout=3)
+
+
+# --------------------------------------------------------------------------- the API key
+
+
+def test_the_api_key_never_reaches_a_file_or_the_output(tmp_path, capsys, monkeypatch):
+    """Train (checkpoints every step) and eval with the LLM checker over HTTP while the key is set.
+    The server receives the key and even echoes it in its replies; afterwards no file anywhere
+    under the run, the eval report or the verdict cache holds it, nor does anything printed."""
+    import dataclasses as dc
+
+    import searchgrpo.grpo_step as grpo_step
+
+    secret = "sk-live-SECRET-7f3a9c1e5b"
+    monkeypatch.setenv("SEARCHGRPO_CHECKER_API_KEY", secret)
+    monkeypatch.chdir(tmp_path)
+    real_generate = grpo_step.generate
+    monkeypatch.setattr(grpo_step, "generate", lambda *a, **kw: [
+        [dc.replace(c, text="founder company\nuniversity city born") for c in g] for g in real_generate(*a, **kw)])
+    with FaultServer(label=f"Maybe. Authorization: Bearer {secret}") as server:
+        checker = ["--set", "checker.backend=llm", "--set", f"checker.server={server.url}",
+                   "--set", f"checker.cache_path={tmp_path / 'cache' / 'verdicts.sqlite'}"]
+        code, out = main_in_process(["train", "--headless", *SETS, *checker, "--set", "train.run_name=r",
+                                     "--set", "train.max_steps=2", "--set", "train.save_every=1",
+                                     "--set", "train.eval_every=2", "--set", "train.eval_states=2"], capsys, monkeypatch)
+        assert code == 0, out
+        ckpt = latest_checkpoint(Path("runs/r")).path
+        code, eval_out = main_in_process(["eval", "--baseline", "--checkpoint", str(ckpt), "--limit", "2", *SETS,
+                                          *checker, "--output", "report.json"], capsys, monkeypatch)
+        assert code == 0, eval_out
+        assert server.chat_requests() and all(r["headers"].get("Authorization") == f"Bearer {secret}"
+                                              for r in server.records)
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "events.jsonl" for p in files) and any(p.name == "report.json" for p in files)
+    assert any(p.name == "config.yaml" for p in files) and any(p.suffix == ".sqlite" for p in files)
+    assert any(p.name == "adapter_model.safetensors" for p in files)
+    leaks = [str(p) for p in files if secret.encode() in p.read_bytes()]
+    assert leaks == [] and secret not in out + eval_out
+    events = (tmp_path / "runs" / "r" / "events.jsonl").read_text()
+    assert "[api key]" in events  # the echoed key was blanked out of the verdicts' reasons
+
+
+# --------------------------------------------------------------------------- paths from the data
+
+
+HOSTILE_IDS = ["../../escape", "/abs/evil", "..", ".", "a/../../b", "~root", "C:\\evil\\x", "nul\u0000byte",
+               "a/b", "a_b", "a b", "question"]
+
+
+def _tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def test_hostile_question_ids_stay_inside_the_collect_folder(tmp_path):
+    """Question ids are used to name folders: none may climb out, and ids that share a safe name
+    (`a/b`, `a_b`, `a b`; `..` and `.` both fall back to `question`) must all be collected."""
+    records = [{"id": qid, "question": f"Who founded firm {i}?", "answers": ["x"],
+                "docs": [{"docid": f"d{i}", "title": f"Firm {i}", "text": f"Firm {i} was founded by Ada.", "gold": True},
+                         {"docid": f"e{i}", "title": "Ada", "text": "Ada was born in Paris."}]}
+               for i, qid in enumerate(HOSTILE_IDS)]
+    work = tmp_path / "work"
+    work.mkdir()
+    source = work / "q.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in records))
+    around = tmp_path.parent
+    home = Path(os.environ["SEARCHGRPO_HOME"]).resolve()  # the cache root (search indexes) may grow
+    before = _tree(around)
+    out = work / "deep" / "out"
+    result = collect_to_folder(tiny_config(tmp_path), str(source), out)
+    assert result.stats.written == len(HOSTILE_IDS) and not result.issues
+    created = {c for c in _tree(around) - before if not (around / c).resolve().is_relative_to(home)}
+    assert created and all(c.startswith(str((work / "deep").relative_to(around))) for c in created), created
+    assert not Path("/abs").exists()
+    for qid in HOSTILE_IDS:
+        name = question_dir_name(qid)
+        assert "/" not in name and name not in ("", ".", "..")
+    loaded = load_states(out / "checkpoints", min_clues_per_round=1)
+    assert {s.question_id for s in loaded.states} <= set(HOSTILE_IDS) and not loaded.issues.issues
+    metas = {json.loads(p.read_text())["question_id"] for p in (out / "checkpoints").glob("*/run_001/meta.json")}
+    assert metas == set(HOSTILE_IDS)  # every id collected once, none lost to a shared folder name
+    again = collect_to_folder(tiny_config(tmp_path), str(source), out)
+    assert (again.stats.written, again.stats.skipped_existing) == (0, len(HOSTILE_IDS))
+
+
+def test_hostile_ids_in_checkpoints_write_nothing_outside_the_run(tmp_path, monkeypatch):
+    """Training and eval on checkpoints whose question ids are paths write only under the run
+    folder, the eval report and the cache root."""
+    from searchgrpo.trainer import Trainer
+    from tests.reliability.helpers import tiny_world
+
+    ckpts, corpus = tiny_world(tmp_path)
+    for i, meta in enumerate(sorted(ckpts.glob("*/run_001/meta.json"))):
+        data = json.loads(meta.read_text())
+        data["question_id"] = ["../../../escape", "/abs/evil", "..", "~/x"][i % 4] + str(i)
+        meta.write_text(json.dumps(data))
+    monkeypatch.chdir(tmp_path)
+    around = tmp_path.parent
+    home = Path(os.environ["SEARCHGRPO_HOME"]).resolve()
+    before = _tree(around)
+    cfg = tiny_config(tmp_path, f"data.checkpoints={ckpts}", f"data.corpus={corpus}", "train.max_steps=2",
+                      "train.save_every=1", "train.eval_every=2", "train.eval_states=2", "train.run_name=r")
+    summary = Trainer(cfg).train()
+    assert summary.step == 2
+    from searchgrpo.evaluation import EvalRequest, run_eval
+
+    run_eval(cfg, EvalRequest(checkpoints=[str(latest_checkpoint(summary.run_dir).path)], limit=2,
+                              output=str(tmp_path / "report.json")))
+    created = {c for c in _tree(around) - before if not (around / c).resolve().is_relative_to(home)}
+    allowed = (str((tmp_path / "runs").relative_to(around)), str((tmp_path / "report.json").relative_to(around)))
+    assert created and all(c.startswith(allowed) for c in created), sorted(created)
+    assert not Path("/abs").exists()
+
+
+def test_merge_outputs_stay_in_the_output_folder_whatever_the_checkpoint_says(tmp_path):
+    from searchgrpo.merge import MergeRequest, plan
+
+    cfg = tiny_config(tmp_path)
+    out = tmp_path / "merged"
+    checkpoints = []
+    for i, state in enumerate([{"step": "../../../etc/x"}, {"step": -5}, {"step": 1e999}, {"step": [1]},
+                               ["not", "an", "object"], {"step": 7, "base_model": "tiny"}]):
+        ckpt = tmp_path / f"c{i}" / f"step-{i:06d}"
+        (ckpt / "adapter").mkdir(parents=True)
+        (ckpt / "adapter" / "adapter_config.json").write_text("{}")
+        (ckpt / "adapter" / "adapter_model.safetensors").write_bytes(b"")
+        (ckpt / "trainer_state.json").write_text(json.dumps(state).replace("Infinity", "1e999"))
+        checkpoints.append(str(ckpt))
+    jobs = plan(cfg, MergeRequest(checkpoints, output_dir=str(out)), "tiny")
+    assert [j.output.name for j in jobs] == ["tiny-grpo-step0", "tiny-grpo-step-5", "tiny-grpo-step2",
+                                             "tiny-grpo-step3", "tiny-grpo-step4", "tiny-grpo-step7"]
+    assert all(j.output.resolve().parent == out.resolve() for j in jobs)
+    (Path(checkpoints[0]) / "trainer_state.json").write_text("{broken")
+    with pytest.raises(UserError, match=r"trainer_state.json: not valid JSON"):
+        plan(cfg, MergeRequest(checkpoints[:1], output_dir=str(out)), "tiny")
