@@ -8,6 +8,7 @@ from searchgrpo.model import load_policy
 from searchgrpo.rollout import (
     DynamicDecoder,
     StaticDecoder,
+    draw,
     generate,
     group_logprobs,
     left_pad,
@@ -142,3 +143,13 @@ def test_generate_decoders_agree(policy):
     assert tokens[0] == tokens[1] == tokens[2]
     assert resolve_decoder(model, "auto", "cpu") == "dynamic"
     assert resolve_decoder(model, "graph", "cpu") == "static"
+
+
+def test_draw_follows_the_distribution_and_skips_zeros():
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2]]).repeat(20000, 1)
+    picks = draw(probs, torch.Generator().manual_seed(0))
+    counts = torch.bincount(picks, minlength=5).double() / len(picks)
+    assert counts[0] == 0 and counts[2] == 0
+    assert torch.allclose(counts, probs[0].double(), atol=0.015)
+    again = draw(probs, torch.Generator().manual_seed(0))
+    assert torch.equal(picks, again)
