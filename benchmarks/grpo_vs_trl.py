@@ -621,6 +621,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads on CPU")
     parser.add_argument("--device", default=None, help="h200 presets: run them on this device instead (a dry run)")
     parser.add_argument("--betas", type=float, nargs="+", default=[0.04, 0.0])
+    parser.add_argument("--trainers", nargs="+", default=["ours", "trl"], help="run only these trainers")
     parser.add_argument("--four-bit", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--trl-four-bit", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--dynamic", action=argparse.BooleanOptionalAction, default=True,
@@ -649,7 +650,8 @@ def main() -> None:
 
     load_dataset(load_config(None, []))  # build the demo world once, before the runs share it
     rounds = args.rounds or (3 if args.preset == "cpu" else 1)
-    groups = presets(args.preset, args)
+    groups = [(label, [s for s in specs if s.trainer in args.trainers]) for label, specs in presets(args.preset, args)]
+    groups = [(label, specs) for label, specs in groups if specs]
     log = Path(args.log) if args.log else None
     results: dict[str, dict[str, list[Outcome]]] = {label: {} for label, _ in groups}
     loads = [load_average()]

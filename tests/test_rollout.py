@@ -6,6 +6,7 @@ import torch
 from searchgrpo.config import load_config
 from searchgrpo.model import load_policy
 from searchgrpo.rollout import (
+    DecodeShortcuts,
     DynamicDecoder,
     StaticDecoder,
     draw,
@@ -153,3 +154,20 @@ def test_draw_follows_the_distribution_and_skips_zeros():
     assert torch.allclose(counts, probs[0].double(), atol=0.015)
     again = draw(probs, torch.Generator().manual_seed(0))
     assert torch.equal(picks, again)
+
+
+def test_decode_shortcuts_compute_the_same_function(policy):
+    model = policy.model
+    model.eval()
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.no_grad():
+        full = model(input_ids=ids).logits
+        shortcuts = DecodeShortcuts(model, torch.float32)
+        with shortcuts.applied():
+            lean = model(input_ids=ids).logits
+        again = model(input_ids=ids).logits
+    kinds = {type(m).__name__ for m in shortcuts.forwards}
+    assert "Linear" in kinds and "LlamaRMSNorm" in kinds
+    assert torch.allclose(full, lean, atol=1e-5)
+    assert torch.equal(full, again)  # the module's own forwards are back
+    model.train()
