@@ -217,8 +217,6 @@ def decode_probe(policy: Any, prompts: list[list[int]], spec: Spec) -> dict[str,
     """Decode speed against the memory-bandwidth bound: generate with 1 and with max_new_tokens
     tokens; the difference over (max_new_tokens - 1) is the time of one decode step (every row of
     the random model runs to max_new_tokens)."""
-    import torch
-
     from searchgrpo.rollout import generate
 
     model, tok = policy.model, policy.tokenizer
@@ -282,7 +280,7 @@ def bandwidth() -> dict[str, float]:
 
     copy = 2 * size / best(lambda: b.copy_(a))
     read = size / best(lambda: a.sum(dtype=torch.float32))
-    del a, b
+    a = b = torch.empty(0)
     torch.cuda.empty_cache()
     return {"copy_gb_per_s": round(copy / 1e9, 1), "read_gb_per_s": round(read / 1e9, 1),
             "best_bytes_per_s": max(copy, read)}

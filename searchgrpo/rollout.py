@@ -3,15 +3,17 @@
 - `encode_prompt` renders a state with the chat template, shrinking the tables until the prompt
   fits `grpo.max_prompt_tokens`.
 - `generate` samples K completions per prompt in one batched decoding loop (prompts left-padded
-  and encoded once each), and trims each completion after its first end-of-sequence token (which
-  it keeps, so the policy learns to stop).
+  and encoded once each, their KV cache copied to the K rows), and trims each completion after its
+  first end-of-sequence token (which it keeps, so the policy learns to stop). On CUDA the decode
+  steps run on a static cache, each replayed as one CUDA graph (`StaticDecoder`).
 - `sequence_logprobs` returns per-token log-probs of the completions under the current weights,
   computing logits only for completion positions (`logits_to_keep`) and never materialising a
   full log-softmax.
-- `group_logprobs` does the same with a shared prefix: each state's prompt is encoded once and
-  its KV cache repeated for the K completions, instead of encoding the prompt K times. Prompts
-  are long and completions short, so this removes most of the compute. Gradients flow through the
-  shared cache, so the result (values and gradients) equals `sequence_logprobs`'.
+- `group_logprobs` does the same with a shared prefix: each group is one packed row, the prompt
+  followed by its K completions, under a mask that lets each completion see only the prompt and
+  itself. Prompts are long and completions short, so this removes most of the compute; it is one
+  ordinary forward pass, so gradient checkpointing works as usual, and the result (values and
+  gradients) equals `sequence_logprobs`'.
 """
 
 from __future__ import annotations
@@ -544,7 +546,7 @@ def group_logprobs(model: Any, batch: GroupBatch, temperature: float = 1.0) -> t
     prompt + completion rows, on P + K*C tokens instead of K*(P + C).
     """
     k = batch.k
-    g, p = batch.prompt_ids.shape
+    g = batch.prompt_ids.shape[0]
     width = batch.completion_ids.shape[1]
     device = batch.prompt_ids.device
     prompt_len = batch.prompt_mask.sum(dim=1, keepdim=True)
