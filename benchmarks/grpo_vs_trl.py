@@ -475,6 +475,7 @@ def summarise(outs: list[Outcome]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "runs": len(ok), "failed": len(outs) - len(ok),
         "s_per_step": round(med(steps), 3),
+        "s_per_step_by_run": [round(med(o.step_s), 3) for o in ok],
         "completion_tokens_per_s": round(med(tokens), 1),
         "completion_tokens_per_step": round(med([t for o in ok for t in o.completion_tokens]), 1),
         "generate_s": round(med([x for o in ok for x in o.generate_s]), 3),
