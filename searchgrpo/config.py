@@ -186,6 +186,11 @@ class GRPOConfig:
     """Optimiser updates per batch of samples (mu). Above 1, the sampling policy's log-probs are
     kept as old log-probs and the ratio moves away from 1."""
 
+    decoder: Literal["auto", "dynamic", "static", "graph"] = "auto"
+    """How sampling runs its decode steps: `dynamic` (transformers' growing KV cache), `static`
+    (a preallocated cache, fixed shapes), `graph` (static, each step replayed as one CUDA graph;
+    CUDA only). `auto`: graph on CUDA, dynamic elsewhere."""
+
 
 @dataclass(frozen=True)
 class RewardConfig:

@@ -6,10 +6,11 @@ Stages, each timed: `generate` (one batched sampling call for all states of the 
 where needed, then `num_iterations` optimiser updates over micro-batches of whole groups). A
 checker that keeps counters adds its per-step `checker/*` metrics (calls, cache hits, latency, ...).
 
-Two exact shortcuts: each state's prompt is encoded once for its K completions (shared prefix,
-see `rollout.group_logprobs`), and when beta = 0 the groups with zero reward variance are left out
-of the forward passes (their advantage is 0, so their gradient is exactly 0; the loss denominators
-still count them, so the update is unchanged).
+Two exact shortcuts: each state's prompt is encoded once for its K completions (shared prefix, in
+sampling and in the loss, with or without gradient checkpointing: see `rollout.group_logprobs`),
+and when beta = 0 the groups with zero reward variance are left out of the forward passes (their
+advantage is 0, so their gradient is exactly 0; the loss denominators still count them, so the
+update is unchanged).
 
 Under data parallelism (`distributed.py`) this runs on each rank's share of the step's states:
 the loss denominators are global, gradients are summed across ranks before clipping, and metrics
@@ -42,6 +43,7 @@ from searchgrpo.rollout import (
     group_logprobs,
     make_batch,
     make_group_batch,
+    packs_prefix,
     sequence_logprobs,
 )
 from searchgrpo.timing import Stopwatch
@@ -115,7 +117,7 @@ def grpo_step(
     with watch.time("generate"):
         groups = generate(
             model, tok, prompts, num_samples=K, max_new_tokens=g.max_new_tokens,
-            temperature=g.temperature, top_p=g.top_p, device=policy.device, seeds=seeds,
+            temperature=g.temperature, top_p=g.top_p, device=policy.device, seeds=seeds, decoder=g.decoder,
         )
     before = checker_stats(env.checker)
     with watch.time("score"):
@@ -204,17 +206,9 @@ def _batch_scaled(rewards: torch.Tensor, dist: Dist, eps: float) -> tuple[torch.
     return (adv.double() / (std + eps)).float(), zero_std
 
 
-def shares_prefix(policy: Policy) -> bool:
-    """Shared-prefix scoring needs a KV cache, which gradient checkpointing switches off."""
-    model = policy.model
-    flag = getattr(type(model), "is_activation_checkpointing", None)
-    name = "is_activation_checkpointing" if flag is not None else "is_gradient_checkpointing"
-    return not getattr(model, name, False)
-
-
 def _layout(policy: Policy, prompts: list[list[int]], completions: list[list[int]], k: int) -> Batch:
     pad = policy.tokenizer.pad_token_id
-    if shares_prefix(policy):
+    if packs_prefix(policy.model):
         return make_group_batch(prompts, completions, k, pad, policy.device)
     return make_batch([p for p in prompts for _ in range(k)], completions, pad, policy.device)
 

@@ -3,22 +3,25 @@
 - `encode_prompt` renders a state with the chat template, shrinking the tables until the prompt
   fits `grpo.max_prompt_tokens`.
 - `generate` samples K completions per prompt in one batched decoding loop (prompts left-padded
-  and encoded once each), and trims each completion after its first end-of-sequence token (which
-  it keeps, so the policy learns to stop).
+  and encoded once each, their KV cache copied to the K rows), and trims each completion after its
+  first end-of-sequence token (which it keeps, so the policy learns to stop). On CUDA the decode
+  steps run on a static cache, each replayed as one CUDA graph (`StaticDecoder`).
 - `sequence_logprobs` returns per-token log-probs of the completions under the current weights,
   computing logits only for completion positions (`logits_to_keep`) and never materialising a
   full log-softmax.
-- `group_logprobs` does the same with a shared prefix: each state's prompt is encoded once and
-  its KV cache repeated for the K completions, instead of encoding the prompt K times. Prompts
-  are long and completions short, so this removes most of the compute. Gradients flow through the
-  shared cache, so the result (values and gradients) equals `sequence_logprobs`'.
+- `group_logprobs` does the same with a shared prefix: each group is one packed row, the prompt
+  followed by its K completions, under a mask that lets each completion see only the prompt and
+  itself. Prompts are long and completions short, so this removes most of the compute; it is one
+  ordinary forward pass, so gradient checkpointing works as usual, and the result (values and
+  gradients) equals `sequence_logprobs`'.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -101,9 +104,261 @@ def next_tokens(
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
     if generators is None:
-        return torch.multinomial(probs, num_samples=1).squeeze(-1)
+        return draw(probs)
     blocks = probs.chunk(len(generators), dim=0)
-    return torch.cat([torch.multinomial(b, 1, generator=g) for b, g in zip(blocks, generators)]).squeeze(-1)
+    return torch.cat([draw(b, g) for b, g in zip(blocks, generators)])
+
+
+def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One index per row of `probs` (unnormalised, non-negative), by inverting the cumulative sum.
+
+    One uniform draw per row, where torch.multinomial draws one random number per category: on a
+    CPU that was most of a decode step's time for a vocabulary of 150k tokens. The sum runs in
+    float64, so rounding cannot move probability mass between tokens by any amount that matters;
+    a zero-probability token is never picked (its cumulative sum equals its predecessor's).
+    """
+    cdf = probs.double().cumsum(dim=-1)
+    u = torch.rand(probs.shape[0], 1, dtype=torch.float64, device=probs.device, generator=generator)
+    picked = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
+    return picked.clamp_(max=probs.shape[-1] - 1)
+
+
+DECODERS = ("auto", "dynamic", "static", "graph")
+GROUPED_DECODE = "searchgrpo_grouped_decode"
+
+
+def resolve_decoder(model: Any, decoder: str, device: Any) -> str:
+    """`auto`: a CUDA graph per decode step on CUDA, the dynamic cache elsewhere.
+
+    The static decoders need a cache with one kind of layer (full attention) and an attention
+    implementation that takes a custom mask; otherwise the dynamic cache is used.
+    """
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
+    on_cuda = torch.device(device).type == "cuda"
+    if decoder == "auto":
+        decoder = "graph" if on_cuda else "dynamic"
+    if decoder == "graph" and not on_cuda:
+        decoder = "static"
+    config = model.config
+    layer_types = set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"])
+    if decoder != "dynamic" and (layer_types != {"full_attention"} or not packs_prefix(model)):
+        decoder = "dynamic"
+    return decoder
+
+
+def grouped_decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                             attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                             **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """Attention for one new token per row over a static cache, reading each KV head once.
+
+    With a mask, transformers' SDPA path first copies K and V once per query head (grouped-query
+    models have several query heads per KV head), which multiplies the bytes a decode step reads.
+    Here the query heads of a group share one matmul against their KV head. `attention_mask` is a
+    boolean [B, 1, 1, L] mask of the cache slots to attend to. Longer queries (prefill) go to SDPA.
+    """
+    batch, heads, length, dim = query.shape
+    if length != 1:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    kv_heads = key.shape[1]
+    scale = scaling if scaling is not None else dim ** -0.5
+    q = query.reshape(batch, kv_heads, heads // kv_heads, dim)
+    scores = torch.matmul(q, key.transpose(-1, -2)).float() * scale  # [B, KV, group, L]
+    scores = scores.masked_fill(~attention_mask.reshape(batch, 1, 1, -1), float("-inf"))
+    out = torch.matmul(torch.softmax(scores, dim=-1).to(value.dtype), value)  # [B, KV, group, D]
+    return out.reshape(batch, 1, heads, dim), None
+
+
+@contextlib.contextmanager
+def attention_implementation(model: Any, name: str) -> Iterator[None]:
+    """Run `model` with another registered attention function, then restore its own."""
+    from transformers import AttentionInterface
+
+    if name not in AttentionInterface._global_mapping:
+        AttentionInterface.register(name, grouped_decode_attention)
+    config = model.config
+    saved = config._attn_implementation
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = saved
+
+
+class DynamicDecoder:
+    """Decode steps on transformers' dynamic cache, which grows by one slot per step."""
+
+    def __init__(self, model: Any, prefix_cache: Any, prompt_mask: torch.Tensor, k: int) -> None:
+        self.model = model
+        self.cache = prefix_cache
+        self.cache.batch_repeat_interleave(k)
+        self.mask = prompt_mask.repeat_interleave(k, dim=0)
+        self.position = prompt_mask.sum(dim=1).repeat_interleave(k)
+        self.cache_arg = cache_argument(model)
+
+    def __call__(self, token: torch.Tensor) -> torch.Tensor:
+        """Logits [B, V] for the position after `token` [B]."""
+        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        out = self.model(
+            input_ids=token.unsqueeze(1),
+            attention_mask=self.mask,
+            position_ids=self.position.unsqueeze(1),
+            use_cache=True,
+            **{self.cache_arg: self.cache},
+        )
+        self.position = self.position + 1
+        return out.logits[:, -1, :]
+
+
+RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
+
+
+class DecodeShortcuts:
+    """Leaner forwards for decode steps: the same functions in fewer GPU kernels.
+
+    A decode step is a few thousand small kernels, so on a GPU their count, not the bytes they
+    move, sets much of its time. While `applied`:
+
+    - a LoRA layer with one plain adapter computes base(x) + (x A^T)(scaling B)^T in the compute
+      dtype: a matmul and a fused multiply-add, where peft casts to the adapter's float32, runs two
+      matmuls, scales, adds and casts back;
+    - a Llama-style RMSNorm runs as torch's `rms_norm` (one kernel on CUDA) instead of eight.
+
+    The results differ from the full forward by rounding only (the adapter's weights rounded to
+    the compute dtype; the norm's weight applied before the one rounding instead of after).
+    """
+
+    def __init__(self, model: Any, dtype: torch.dtype) -> None:
+        from peft.tuners.lora import LoraLayer
+
+        self.forwards: dict[Any, Any] = {}
+        for module in model.modules():
+            forward = None
+            if isinstance(module, LoraLayer):
+                forward = _lean_lora(module, dtype)
+            elif type(module).__name__ in RMS_NORMS and hasattr(module, "variance_epsilon"):
+                forward = _fused_rms_norm(module)
+            if forward is not None:
+                self.forwards[module] = forward
+
+    @contextlib.contextmanager
+    def applied(self) -> Iterator[None]:
+        for module, forward in self.forwards.items():
+            module.forward = forward
+        try:
+            yield
+        finally:
+            for module in self.forwards:
+                del module.forward
+
+
+def _lean_lora(module: Any, dtype: torch.dtype) -> Any:
+    names = list(module.active_adapters)
+    if module.merged or module.disable_adapters or len(names) != 1:
+        return None
+    name = names[0]
+    lora_a = module.lora_A[name] if name in module.lora_A else None
+    lora_b = module.lora_B[name] if name in module.lora_B else None
+    if not isinstance(lora_a, torch.nn.Linear) or not isinstance(lora_b, torch.nn.Linear) or lora_b.bias is not None \
+            or name in getattr(module, "lora_variant", {}):
+        return None
+    a = lora_a.weight.detach().to(dtype).t()  # [in, r]
+    b = (lora_b.weight.detach() * module.scaling[name]).to(dtype).t()  # [r, out]
+    base = module.base_layer
+
+    def forward(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        out = base(x, *args, **kwargs)
+        low = x.reshape(-1, x.shape[-1]).to(dtype) @ a
+        out.view(-1, out.shape[-1]).addmm_(low, b)  # in place: no copy of the base output
+        return out
+
+    return forward
+
+
+def _fused_rms_norm(module: Any) -> Any:
+    weight, eps = module.weight, module.variance_epsilon
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
+
+    return forward
+
+
+class StaticDecoder:
+    """Decode steps on a preallocated cache, every input at a fixed address and of a fixed shape.
+
+    The prompts' cache is copied into a `StaticCache` of P + max_new_tokens slots per row; each
+    step writes the new token's keys and values into the next slot and attends through a boolean
+    [B, 1, 1, L] mask of the filled slots (`grouped_decode_attention`), with `DecodeShortcuts`
+    applied. Because nothing changes shape, with `graph` the first step runs eagerly and is then
+    captured as a CUDA graph, which every later step replays: one launch instead of a few thousand
+    small kernels launched from Python.
+    """
+
+    def __init__(self, model: Any, prefix_cache: Any, prompt_mask: torch.Tensor, k: int, max_new_tokens: int, *,
+                 graph: bool, shortcuts: bool = True) -> None:
+        from transformers import StaticCache
+
+        width = prompt_mask.shape[1]
+        rows = prompt_mask.shape[0] * k
+        device = prompt_mask.device
+        self.model = model
+        self.cache = StaticCache(config=model.config, max_cache_len=width + max_new_tokens)
+        for layer, prefix in zip(self.cache.layers, prefix_cache.layers):
+            layer.update(prefix.keys.repeat_interleave(k, dim=0), prefix.values.repeat_interleave(k, dim=0))
+        self.visible = torch.zeros(rows, 1, 1, width + max_new_tokens, dtype=torch.bool, device=device)
+        self.visible[:, 0, 0, :width] = prompt_mask.repeat_interleave(k, dim=0).bool()
+        self.column = width
+        self.token = torch.zeros(rows, 1, dtype=torch.long, device=device)
+        self.position = prompt_mask.sum(dim=1).repeat_interleave(k).unsqueeze(1).clone()
+        self.cache_arg = cache_argument(model)
+        self.shortcuts = DecodeShortcuts(model, model.get_input_embeddings().weight.dtype) if shortcuts else None
+        self.use_graph = graph
+        self.graph: Any = None
+        self.logits: torch.Tensor | None = None
+
+    def _forward(self) -> torch.Tensor:
+        lean = self.shortcuts.applied() if self.shortcuts is not None else contextlib.nullcontext()
+        with attention_implementation(self.model, GROUPED_DECODE), lean:
+            out = self.model(
+                input_ids=self.token,
+                attention_mask=self.visible,
+                position_ids=self.position,
+                use_cache=True,
+                **{self.cache_arg: self.cache},
+            )
+        return out.logits[:, -1, :]
+
+    def _run_and_capture(self) -> torch.Tensor:
+        """Run this step eagerly on a side stream (the warm-up a capture needs), then capture it."""
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            logits = self._forward()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):  # records the step without running it
+            self.logits = self._forward()
+        return logits
+
+    def __call__(self, token: torch.Tensor) -> torch.Tensor:
+        """Logits [B, V] for the position after `token` [B]."""
+        self.token.copy_(token.unsqueeze(1))
+        self.visible[:, :, :, self.column] = True
+        if self.graph is not None:
+            self.graph.replay()
+            logits = self.logits
+        elif self.use_graph:
+            logits = self._run_and_capture()
+        else:
+            logits = self._forward()
+        self.column += 1
+        self.position += 1
+        assert logits is not None
+        return logits
 
 
 @torch.no_grad()
@@ -119,6 +374,7 @@ def generate(
     greedy: bool = False,
     device: Any = "cpu",
     seeds: Sequence[int] | None = None,
+    decoder: str = "auto",
 ) -> list[list[Completion]]:
     """`num_samples` completions for each prompt, as [prompt][sample].
 
@@ -126,7 +382,9 @@ def generate(
     all rows decode together until every row has produced a stop token or `max_new_tokens`.
     With `seeds` (one per prompt) each prompt's samples come from its own seeded generator: the
     same clues whatever the batch or the process they are sampled in. Without, sampling draws
-    from torch's global RNG.
+    from torch's global RNG. `decoder` picks how decode steps run (`resolve_decoder`):
+    `dynamic` (transformers' growing cache), `static` (`StaticDecoder`), `graph` (`StaticDecoder`
+    replaying a CUDA graph), or `auto`.
     """
     generators = None
     if seeds is not None and not greedy:
@@ -137,6 +395,7 @@ def generate(
     pad = tokenizer.pad_token_id
     k = num_samples
     prompt_ids, prompt_mask = left_pad(prompts, pad, device)
+    decoder = resolve_decoder(model, decoder, device)
     was_training = model.training
     model.eval()
     try:
@@ -148,30 +407,27 @@ def generate(
             logits_to_keep=1,
         )
         cache = getattr(out, "cache", None) or out.past_key_values
-        cache.batch_repeat_interleave(k)
         logits = out.logits[:, -1, :].repeat_interleave(k, dim=0)
-        mask = prompt_mask.repeat_interleave(k, dim=0)
-        position = prompt_mask.sum(dim=1).repeat_interleave(k)
+        del out
+        if decoder == "dynamic":
+            step: Any = DynamicDecoder(model, cache, prompt_mask, k)
+        else:
+            step = StaticDecoder(model, cache, prompt_mask, k, max_new_tokens, graph=decoder == "graph")
+        del cache
         finished = torch.zeros(len(prompts) * k, dtype=torch.bool, device=device)
         steps: list[torch.Tensor] = []
-        cache_arg = cache_argument(model)
-        for _ in range(max_new_tokens):
+        # Asking whether every row has stopped waits for the GPU; on CUDA ask every 8 steps, so
+        # that the host queues the next steps while the device runs. Extra steps only add padding.
+        check_every = 8 if torch.device(device).type == "cuda" else 1
+        for i in range(max_new_tokens):
             token = next_tokens(logits, temperature=temperature, top_p=top_p, greedy=greedy, generators=generators)
             token = torch.where(finished, torch.full_like(token, pad), token)
             steps.append(token)
             finished |= torch.isin(token, stops)
-            if bool(finished.all()):
+            if len(steps) == max_new_tokens or ((i + 1) % check_every == 0 and bool(finished.all())):
                 break
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            out = model(
-                input_ids=token.unsqueeze(1),
-                attention_mask=mask,
-                position_ids=position.unsqueeze(1),
-                use_cache=True,
-                **{cache_arg: cache},
-            )
-            position = position + 1
-            logits = out.logits[:, -1, :]
+            logits = step(token)
+        del step
     finally:
         model.train(was_training)
     generated = torch.stack(steps, dim=1).tolist() if steps else [[] for _ in range(len(prompts) * k)]
@@ -254,33 +510,65 @@ def cache_argument(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
+def shared_prefix_mask(prompt_mask: torch.Tensor, completion_mask: torch.Tensor, k: int) -> torch.Tensor:
+    """[G, 1, L, L] boolean attention mask of the packed rows [prompt | completion_1 | ... | completion_K].
+
+    Query i sees key j when j is a real token, j <= i, and j lies in the prompt or in i's own
+    completion: each completion attends to its prompt and to its own earlier tokens only, exactly as
+    if it were a separate sequence. Every position also sees itself, so that no row is fully masked
+    (padding rows would otherwise turn into NaN and leak through 0 * NaN).
+    """
+    g, p = prompt_mask.shape
+    width = completion_mask.shape[1]
+    segment = torch.cat([torch.zeros(p, dtype=torch.long), torch.arange(1, k + 1).repeat_interleave(width)])
+    segment = segment.to(prompt_mask.device)
+    real = torch.cat([prompt_mask.bool(), completion_mask.reshape(g, k * width).bool()], dim=1)  # [G, L]
+    length = p + k * width
+    index = torch.arange(length, device=prompt_mask.device)
+    causal = index.unsqueeze(1) >= index.unsqueeze(0)
+    same = (segment.unsqueeze(0) == 0) | (segment.unsqueeze(0) == segment.unsqueeze(1))
+    mask = (causal & same).unsqueeze(0) & real.unsqueeze(1)
+    mask |= torch.eye(length, dtype=torch.bool, device=prompt_mask.device).unsqueeze(0)
+    return mask.unsqueeze(1)
+
+
+def packs_prefix(model: Any) -> bool:
+    """`group_logprobs` needs an attention implementation that takes a custom 4D mask."""
+    return getattr(model.config, "_attn_implementation", "sdpa") in ("sdpa", "eager")
+
+
 def group_logprobs(model: Any, batch: GroupBatch, temperature: float = 1.0) -> torch.Tensor:
-    """[G*K, C] completion log-probs, encoding each prompt once (see the module docstring)."""
+    """[G*K, C] completion log-probs, encoding each prompt once (see the module docstring).
+
+    Each group is one packed row, prompt then its K completions, with `shared_prefix_mask` and
+    each completion's position ids continuing from its prompt's end: one ordinary forward pass
+    (so gradient checkpointing applies as usual) that computes the same function as K separate
+    prompt + completion rows, on P + K*C tokens instead of K*(P + C).
+    """
     k = batch.k
-    prompt_pos = (batch.prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
-    out = model(
-        input_ids=batch.prompt_ids,
-        attention_mask=batch.prompt_mask,
-        position_ids=prompt_pos,
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    cache = getattr(out, "cache", None) or out.past_key_values
-    cache.batch_repeat_interleave(k)
-    first = out.logits[:, -1:, :].repeat_interleave(k, dim=0)  # predicts each completion's first token
+    g = batch.prompt_ids.shape[0]
     width = batch.completion_ids.shape[1]
-    prompt_len = batch.prompt_mask.sum(dim=1).repeat_interleave(k)
-    position_ids = prompt_len.unsqueeze(1) + torch.arange(width, device=prompt_len.device)
-    attention_mask = torch.cat([batch.prompt_mask.repeat_interleave(k, dim=0), batch.completion_mask], dim=1)
-    rest = model(
-        input_ids=batch.completion_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        use_cache=True,
-        logits_to_keep=width,
-        **{cache_argument(model): cache},
-    ).logits[:, :-1, :]
-    logits = torch.cat([first, rest], dim=1)
+    device = batch.prompt_ids.device
+    prompt_len = batch.prompt_mask.sum(dim=1, keepdim=True)
+    positions = torch.cat([
+        (batch.prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
+        prompt_len + torch.arange(width, device=device).repeat(k).unsqueeze(0),
+    ], dim=1)
+    mask = shared_prefix_mask(batch.prompt_mask, batch.completion_mask, k)
+    if getattr(model.config, "_attn_implementation", "sdpa") == "eager":
+        mask = torch.zeros(mask.shape, dtype=torch.float32, device=device).masked_fill(~mask, torch.finfo(torch.float32).min)
+    out = model(
+        input_ids=torch.cat([batch.prompt_ids, batch.completion_ids.reshape(g, k * width)], dim=1),
+        attention_mask=mask,
+        position_ids=positions,
+        use_cache=False,
+        logits_to_keep=k * width + 1,
+    )
+    # Kept positions: 0 is the prompt's last token (it predicts every completion's first token);
+    # 1 + c*width + j is token j of completion c (it predicts token j + 1).
+    column = torch.arange(width, device=device)
+    source = torch.where(column == 0, 0, torch.arange(k, device=device).unsqueeze(1) * width + column)  # [K, C]
+    logits = out.logits[:, source.reshape(-1), :].reshape(g * k, width, -1)
     if temperature != 1.0:
         logits = logits / temperature
     return selective_log_softmax(logits, batch.completion_ids)

@@ -6,19 +6,25 @@ import torch
 from searchgrpo.config import load_config
 from searchgrpo.model import load_policy
 from searchgrpo.rollout import (
+    DecodeShortcuts,
+    DynamicDecoder,
+    StaticDecoder,
+    draw,
     generate,
     group_logprobs,
     left_pad,
     make_batch,
     make_group_batch,
     next_tokens,
+    packs_prefix,
+    resolve_decoder,
     sequence_logprobs,
+    shared_prefix_mask,
 )
 
 
-@pytest.fixture(scope="module")
-def policy():
-    p = load_policy(load_config(None, ["model.base=tiny"]))
+def _policy(*overrides):
+    p = load_policy(load_config(None, ["model.base=tiny", *overrides]))
     with torch.no_grad():  # a non-zero adapter, so that gradients reach both LoRA matrices
         for name, param in p.model.named_parameters():
             if "lora_B" in name:
@@ -26,17 +32,26 @@ def policy():
     return p
 
 
+@pytest.fixture(scope="module")
+def policy():
+    return _policy()
+
+
 def _prompts(tok):
     return [tok("Question: who founded Krallo Systems and where was the founder born?").input_ids,
             tok("Entities: none").input_ids]
 
 
-def test_shared_prefix_logprobs_and_gradients_equal_plain(policy):
+@pytest.mark.parametrize("overrides", [(), ("model.gradient_checkpointing=true",), ("model.attn_implementation=eager",)],
+                         ids=["sdpa", "checkpointing", "eager"])
+def test_shared_prefix_logprobs_and_gradients_equal_plain(overrides):
+    policy = _policy(*overrides)
     tok, model = policy.tokenizer, policy.model
     prompts, k = _prompts(tok), 3
     comps = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14], [15], [16, 17, 18, 19, 20, 21], [22, 23]]
     plain = make_batch([prompts[i // k] for i in range(6)], comps, tok.pad_token_id, "cpu")
     shared = make_group_batch(prompts, comps, k, tok.pad_token_id, "cpu")
+    assert packs_prefix(model)
     model.train()
     grads = []
     values = []
@@ -50,6 +65,18 @@ def test_shared_prefix_logprobs_and_gradients_equal_plain(policy):
     for name in grads[0]:
         assert torch.allclose(grads[0][name], grads[1][name], atol=1e-5), name
     assert torch.equal(plain.completion_mask, shared.completion_mask)
+
+
+def test_shared_prefix_mask_keeps_completions_apart():
+    prompt_mask = torch.tensor([[0, 1, 1]])
+    completion_mask = torch.tensor([[1, 1], [1, 0]])
+    mask = shared_prefix_mask(prompt_mask, completion_mask, 2)[0, 0]
+    # columns: pad, p1, p2, c1a, c1b, c2a, c2b(pad)
+    assert mask[3].tolist() == [False, True, True, True, False, False, False]
+    assert mask[4].tolist() == [False, True, True, True, True, False, False]
+    assert mask[5].tolist() == [False, True, True, False, False, True, False]
+    assert mask[2].tolist() == [False, True, True, False, False, False, False]
+    assert mask[0, 0] and mask[6, 6]  # padding sees itself only, so no row is empty
 
 
 def test_greedy_generate_matches_transformers(policy):
@@ -86,3 +113,61 @@ def test_top_p_keeps_the_nucleus():
     picks = {int(next_tokens(logits, temperature=1.0, top_p=0.85, greedy=False)) for _ in range(200)}
     assert picks == {0, 1}
     assert int(next_tokens(logits, temperature=1.0, top_p=1.0, greedy=True)) == 0
+
+
+def test_static_decoder_matches_dynamic(policy):
+    """The static cache with grouped decode attention computes the same logits as the dynamic cache."""
+    tok, model = policy.tokenizer, policy.model
+    ids, mask = left_pad(_prompts(tok), tok.pad_token_id, "cpu")
+    k = 2
+    model.eval()
+    decoders = []
+    with torch.no_grad():
+        for static in (False, True):
+            out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                        use_cache=True, logits_to_keep=1)
+            cache = getattr(out, "cache", None) or out.past_key_values
+            decoders.append(StaticDecoder(model, cache, mask, k, 8, graph=False) if static
+                            else DynamicDecoder(model, cache, mask, k))
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(7):
+            token = torch.randint(0, len(tok), (4,), generator=generator)
+            assert torch.allclose(decoders[0](token), decoders[1](token), atol=1e-4)
+    model.train()
+
+
+def test_generate_decoders_agree(policy):
+    tok, model = policy.tokenizer, policy.model
+    runs = [generate(model, tok, _prompts(tok), num_samples=3, max_new_tokens=12, seeds=[4, 5], decoder=d)
+            for d in ("dynamic", "static", "graph")]  # graph falls back to static off CUDA
+    tokens = [[[c.token_ids for c in g] for g in run] for run in runs]
+    assert tokens[0] == tokens[1] == tokens[2]
+    assert resolve_decoder(model, "auto", "cpu") == "dynamic"
+    assert resolve_decoder(model, "graph", "cpu") == "static"
+
+
+def test_draw_follows_the_distribution_and_skips_zeros():
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2]]).repeat(20000, 1)
+    picks = draw(probs, torch.Generator().manual_seed(0))
+    counts = torch.bincount(picks, minlength=5).double() / len(picks)
+    assert counts[0] == 0 and counts[2] == 0
+    assert torch.allclose(counts, probs[0].double(), atol=0.015)
+    again = draw(probs, torch.Generator().manual_seed(0))
+    assert torch.equal(picks, again)
+
+
+def test_decode_shortcuts_compute_the_same_function(policy):
+    model = policy.model
+    model.eval()
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.no_grad():
+        full = model(input_ids=ids).logits
+        shortcuts = DecodeShortcuts(model, torch.float32)
+        with shortcuts.applied():
+            lean = model(input_ids=ids).logits
+        again = model(input_ids=ids).logits
+    kinds = {type(m).__name__ for m in shortcuts.forwards}
+    assert "Linear" in kinds and "LlamaRMSNorm" in kinds
+    assert torch.allclose(full, lean, atol=1e-5)
+    assert torch.equal(full, again)  # the module's own forwards are back
+    model.train()
