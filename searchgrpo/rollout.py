@@ -103,22 +103,26 @@ def next_tokens(
         drop = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= top_p
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    if generators is None:
-        return draw(probs)
-    blocks = probs.chunk(len(generators), dim=0)
-    return torch.cat([draw(b, g) for b, g in zip(blocks, generators)])
+    return draw(probs, generators)
 
 
-def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def draw(probs: torch.Tensor, generators: Sequence[torch.Generator] | torch.Generator | None = None) -> torch.Tensor:
     """One index per row of `probs` (unnormalised, non-negative), by inverting the cumulative sum.
 
     One uniform draw per row, where torch.multinomial draws one random number per category: on a
     CPU that was most of a decode step's time for a vocabulary of 150k tokens. The sum runs in
     float64, so rounding cannot move probability mass between tokens by any amount that matters;
-    a zero-probability token is never picked (its cumulative sum equals its predecessor's).
+    a zero-probability token is never picked (its cumulative sum equals its predecessor's). With a
+    sequence of generators, the rows split into as many equal blocks and each block's draws come
+    from its own generator (one cumulative sum and one search over all rows all the same).
     """
-    cdf = probs.double().cumsum(dim=-1)
-    u = torch.rand(probs.shape[0], 1, dtype=torch.float64, device=probs.device, generator=generator)
+    cdf = probs.cumsum(dim=-1, dtype=torch.float64)
+    if isinstance(generators, torch.Generator) or generators is None:
+        u = torch.rand(probs.shape[0], 1, dtype=torch.float64, device=probs.device, generator=generators)
+    else:
+        block = probs.shape[0] // len(generators)
+        u = torch.cat([torch.rand(block, 1, dtype=torch.float64, device=probs.device, generator=g)
+                       for g in generators])
     picked = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
     return picked.clamp_(max=probs.shape[-1] - 1)
 
