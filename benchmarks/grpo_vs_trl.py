@@ -493,6 +493,25 @@ def summarise(outs: list[Outcome]) -> dict[str, Any]:
     return row
 
 
+SHAPES = {
+    "qwen3-8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, head_dim=128),
+    "qwen3-1.7b": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
+                       num_key_value_heads=8, head_dim=128),
+    "qwen3-tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=16),
+}
+
+
+def random_config(shape: str, bos: int | None, eos: int | None, pad: int | None) -> Any:
+    """The `Qwen3Config` of a model shape in SHAPES (Qwen3's vocabulary and rotary settings)."""
+    from transformers import Qwen3Config
+
+    return Qwen3Config(vocab_size=151936, max_position_embeddings=40960, rope_theta=1000000.0,
+                       tie_word_embeddings=False, bos_token_id=bos, eos_token_id=eos, pad_token_id=pad,
+                       **SHAPES[shape])
+
+
 def make_random_model(target: Path, tokenizer_dir: Path, shape: str) -> Path:
     """A Qwen3-shaped model with random weights (no download) and our tokenizer, saved once."""
     if (target / "config.json").is_file():
@@ -500,22 +519,12 @@ def make_random_model(target: Path, tokenizer_dir: Path, shape: str) -> Path:
     import shutil
 
     import torch
-    from transformers import AutoModelForCausalLM, GenerationConfig, Qwen3Config
+    from transformers import AutoModelForCausalLM, GenerationConfig
 
     from searchgrpo.model import load_tokenizer
 
-    shapes = {
-        "qwen3-8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
-                         num_key_value_heads=8),
-        "qwen3-1.7b": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
-                           num_key_value_heads=8),
-        "qwen3-tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                           num_key_value_heads=2),
-    }
     tok = load_tokenizer(tokenizer_dir)
-    config = Qwen3Config(vocab_size=151936, head_dim=128 if shape != "qwen3-tiny" else 16, max_position_embeddings=40960,
-                         rope_theta=1000000.0, tie_word_embeddings=False, bos_token_id=tok.bos_token_id,
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **shapes[shape])
+    config = random_config(shape, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
     with torch.device(device):

@@ -186,10 +186,12 @@ class GRPOConfig:
     """Optimiser updates per batch of samples (mu). Above 1, the sampling policy's log-probs are
     kept as old log-probs and the ratio moves away from 1."""
 
-    decoder: Literal["auto", "dynamic", "static", "graph"] = "auto"
+    decoder: Literal["auto", "dynamic", "static", "graph", "fused"] = "auto"
     """How sampling runs its decode steps: `dynamic` (transformers' growing KV cache), `static`
     (a preallocated cache, fixed shapes), `graph` (static, each step replayed as one CUDA graph;
-    CUDA only). `auto`: graph on CUDA, dynamic elsewhere."""
+    CUDA only), `fused` (static, the step computed from the weights in fewer kernels, with
+    q/k/v and LoRA products fused; a CUDA graph on CUDA; Llama, Qwen2 and Qwen3 with a 16-bit
+    base, else `graph`). `auto`: fused on CUDA, dynamic elsewhere."""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@
 - `generate` samples K completions per prompt in one batched decoding loop (prompts left-padded
   and encoded once each, their KV cache copied to the K rows), and trims each completion after its
   first end-of-sequence token (which it keeps, so the policy learns to stop). On CUDA the decode
-  steps run on a static cache, each replayed as one CUDA graph (`StaticDecoder`).
+  steps run on a static cache, each replayed as one CUDA graph, computed from the weights in few
+  kernels (`FusedDecoder`, searchgrpo/fused_decode.py) or through the model's modules
+  (`StaticDecoder`).
 - `sequence_logprobs` returns per-token log-probs of the completions under the current weights,
   computing logits only for completion positions (`logits_to_keep`) and never materialising a
   full log-softmax.
@@ -26,6 +28,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from searchgrpo.agent_checkpoints import SearchState
+from searchgrpo.fused_decode import RMS_NORMS, FusedStep, Unsupported, fused_layout, lora_factors
 from searchgrpo.grpo import selective_log_softmax
 from searchgrpo.prompts import build_messages
 
@@ -103,41 +106,48 @@ def next_tokens(
         drop = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= top_p
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    if generators is None:
-        return draw(probs)
-    blocks = probs.chunk(len(generators), dim=0)
-    return torch.cat([draw(b, g) for b, g in zip(blocks, generators)])
+    return draw(probs, generators)
 
 
-def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def draw(probs: torch.Tensor, generators: Sequence[torch.Generator] | torch.Generator | None = None) -> torch.Tensor:
     """One index per row of `probs` (unnormalised, non-negative), by inverting the cumulative sum.
 
     One uniform draw per row, where torch.multinomial draws one random number per category: on a
     CPU that was most of a decode step's time for a vocabulary of 150k tokens. The sum runs in
     float64, so rounding cannot move probability mass between tokens by any amount that matters;
-    a zero-probability token is never picked (its cumulative sum equals its predecessor's).
+    a zero-probability token is never picked (its cumulative sum equals its predecessor's). With a
+    sequence of generators, the rows split into as many equal blocks and each block's draws come
+    from its own generator (one cumulative sum and one search over all rows all the same).
     """
-    cdf = probs.double().cumsum(dim=-1)
-    u = torch.rand(probs.shape[0], 1, dtype=torch.float64, device=probs.device, generator=generator)
+    cdf = probs.cumsum(dim=-1, dtype=torch.float64)
+    if isinstance(generators, torch.Generator) or generators is None:
+        u = torch.rand(probs.shape[0], 1, dtype=torch.float64, device=probs.device, generator=generators)
+    else:
+        block = probs.shape[0] // len(generators)
+        u = torch.cat([torch.rand(block, 1, dtype=torch.float64, device=probs.device, generator=g)
+                       for g in generators])
     picked = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
     return picked.clamp_(max=probs.shape[-1] - 1)
 
 
-DECODERS = ("auto", "dynamic", "static", "graph")
+DECODERS = ("auto", "dynamic", "static", "graph", "fused")
 GROUPED_DECODE = "searchgrpo_grouped_decode"
 
 
 def resolve_decoder(model: Any, decoder: str, device: Any) -> str:
-    """`auto`: a CUDA graph per decode step on CUDA, the dynamic cache elsewhere.
+    """`auto`: `fused` on CUDA where the model allows it, else `graph`; the dynamic cache elsewhere.
 
     The static decoders need a cache with one kind of layer (full attention) and an attention
-    implementation that takes a custom mask; otherwise the dynamic cache is used.
+    implementation that takes a custom mask; otherwise the dynamic cache is used. `fused` needs a
+    model that `fused_layout` accepts (otherwise `graph`, or `static` off CUDA).
     """
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
     on_cuda = torch.device(device).type == "cuda"
     if decoder == "auto":
-        decoder = "graph" if on_cuda else "dynamic"
+        decoder = "fused" if on_cuda else "dynamic"
+    if decoder == "fused" and fused_layout(model) is None:
+        decoder = "graph"
     if decoder == "graph" and not on_cuda:
         decoder = "static"
     config = model.config
@@ -213,9 +223,6 @@ class DynamicDecoder:
         return out.logits[:, -1, :]
 
 
-RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
-
-
 class DecodeShortcuts:
     """Leaner forwards for decode steps: the same functions in fewer GPU kernels.
 
@@ -256,17 +263,13 @@ class DecodeShortcuts:
 
 
 def _lean_lora(module: Any, dtype: torch.dtype) -> Any:
-    names = list(module.active_adapters)
-    if module.merged or module.disable_adapters or len(names) != 1:
+    try:
+        factors = lora_factors(module, dtype)
+    except Unsupported:
         return None
-    name = names[0]
-    lora_a = module.lora_A[name] if name in module.lora_A else None
-    lora_b = module.lora_B[name] if name in module.lora_B else None
-    if not isinstance(lora_a, torch.nn.Linear) or not isinstance(lora_b, torch.nn.Linear) or lora_b.bias is not None \
-            or name in getattr(module, "lora_variant", {}):
+    if factors is None:
         return None
-    a = lora_a.weight.detach().to(dtype).t()  # [in, r]
-    b = (lora_b.weight.detach() * module.scaling[name]).to(dtype).t()  # [r, out]
+    a, b = factors
     base = module.base_layer
 
     def forward(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -287,50 +290,30 @@ def _fused_rms_norm(module: Any) -> Any:
     return forward
 
 
-class StaticDecoder:
-    """Decode steps on a preallocated cache, every input at a fixed address and of a fixed shape.
+class ReplayedDecoder:
+    """Decode steps whose every input sits at a fixed address with a fixed shape.
 
-    The prompts' cache is copied into a `StaticCache` of P + max_new_tokens slots per row; each
-    step writes the new token's keys and values into the next slot and attends through a boolean
-    [B, 1, 1, L] mask of the filled slots (`grouped_decode_attention`), with `DecodeShortcuts`
-    applied. Because nothing changes shape, with `graph` the first step runs eagerly and is then
-    captured as a CUDA graph, which every later step replays: one launch instead of a few thousand
-    small kernels launched from Python.
+    Subclasses hold a preallocated cache of `width + max_new_tokens` slots per row and implement
+    `_forward` (logits for `self.token` at `self.position`) and `_reveal` (let attention see one
+    more cache slot). Because nothing changes shape, with `graph` the first step runs eagerly and
+    is then captured as a CUDA graph, which every later step replays: one launch instead of a few
+    thousand small kernels launched from Python.
     """
 
-    def __init__(self, model: Any, prefix_cache: Any, prompt_mask: torch.Tensor, k: int, max_new_tokens: int, *,
-                 graph: bool, shortcuts: bool = True) -> None:
-        from transformers import StaticCache
-
-        width = prompt_mask.shape[1]
+    def __init__(self, prompt_mask: torch.Tensor, k: int, graph: bool) -> None:
         rows = prompt_mask.shape[0] * k
-        device = prompt_mask.device
-        self.model = model
-        self.cache = StaticCache(config=model.config, max_cache_len=width + max_new_tokens)
-        for layer, prefix in zip(self.cache.layers, prefix_cache.layers):
-            layer.update(prefix.keys.repeat_interleave(k, dim=0), prefix.values.repeat_interleave(k, dim=0))
-        self.visible = torch.zeros(rows, 1, 1, width + max_new_tokens, dtype=torch.bool, device=device)
-        self.visible[:, 0, 0, :width] = prompt_mask.repeat_interleave(k, dim=0).bool()
-        self.column = width
-        self.token = torch.zeros(rows, 1, dtype=torch.long, device=device)
+        self.column = prompt_mask.shape[1]
+        self.token = torch.zeros(rows, 1, dtype=torch.long, device=prompt_mask.device)
         self.position = prompt_mask.sum(dim=1).repeat_interleave(k).unsqueeze(1).clone()
-        self.cache_arg = cache_argument(model)
-        self.shortcuts = DecodeShortcuts(model, model.get_input_embeddings().weight.dtype) if shortcuts else None
         self.use_graph = graph
         self.graph: Any = None
         self.logits: torch.Tensor | None = None
 
     def _forward(self) -> torch.Tensor:
-        lean = self.shortcuts.applied() if self.shortcuts is not None else contextlib.nullcontext()
-        with attention_implementation(self.model, GROUPED_DECODE), lean:
-            out = self.model(
-                input_ids=self.token,
-                attention_mask=self.visible,
-                position_ids=self.position,
-                use_cache=True,
-                **{self.cache_arg: self.cache},
-            )
-        return out.logits[:, -1, :]
+        raise NotImplementedError
+
+    def _reveal(self, column: int) -> None:
+        raise NotImplementedError
 
     def _run_and_capture(self) -> torch.Tensor:
         """Run this step eagerly on a side stream (the warm-up a capture needs), then capture it."""
@@ -347,7 +330,7 @@ class StaticDecoder:
     def __call__(self, token: torch.Tensor) -> torch.Tensor:
         """Logits [B, V] for the position after `token` [B]."""
         self.token.copy_(token.unsqueeze(1))
-        self.visible[:, :, :, self.column] = True
+        self._reveal(self.column)
         if self.graph is not None:
             self.graph.replay()
             logits = self.logits
@@ -359,6 +342,85 @@ class StaticDecoder:
         self.position += 1
         assert logits is not None
         return logits
+
+
+class StaticDecoder(ReplayedDecoder):
+    """Decode steps through the model's own modules on transformers' `StaticCache`.
+
+    The prompts' cache is copied into a `StaticCache` of P + max_new_tokens slots per row; each
+    step writes the new token's keys and values into the next slot and attends through a boolean
+    [B, 1, 1, L] mask of the filled slots (`grouped_decode_attention`), with `DecodeShortcuts`
+    applied.
+    """
+
+    def __init__(self, model: Any, prefix_cache: Any, prompt_mask: torch.Tensor, k: int, max_new_tokens: int, *,
+                 graph: bool, shortcuts: bool = True) -> None:
+        from transformers import StaticCache
+
+        super().__init__(prompt_mask, k, graph)
+        width = prompt_mask.shape[1]
+        self.model = model
+        self.cache = StaticCache(config=model.config, max_cache_len=width + max_new_tokens)
+        for layer, prefix in zip(self.cache.layers, prefix_cache.layers):
+            layer.update(prefix.keys.repeat_interleave(k, dim=0), prefix.values.repeat_interleave(k, dim=0))
+        self.visible = torch.zeros(len(self.token), 1, 1, width + max_new_tokens, dtype=torch.bool,
+                                   device=prompt_mask.device)
+        self.visible[:, 0, 0, :width] = prompt_mask.repeat_interleave(k, dim=0).bool()
+        self.cache_arg = cache_argument(model)
+        self.shortcuts = DecodeShortcuts(model, model.get_input_embeddings().weight.dtype) if shortcuts else None
+
+    def _reveal(self, column: int) -> None:
+        self.visible[:, :, :, column] = True
+
+    def _forward(self) -> torch.Tensor:
+        lean = self.shortcuts.applied() if self.shortcuts is not None else contextlib.nullcontext()
+        with attention_implementation(self.model, GROUPED_DECODE), lean:
+            out = self.model(
+                input_ids=self.token,
+                attention_mask=self.visible,
+                position_ids=self.position,
+                use_cache=True,
+                **{self.cache_arg: self.cache},
+            )
+        return out.logits[:, -1, :]
+
+
+class FusedDecoder(ReplayedDecoder):
+    """Decode steps through `FusedStep` (the same function in fewer kernels) on a cache of its own.
+
+    Each layer's keys and values are [B, KV, L, D] tensors, L = P + max_new_tokens rounded up
+    to a multiple of 16 (the alignment the fused attention kernel wants for its mask); attention
+    sees the slots where an additive mask [B, 1, 1, L] is zero.
+    """
+
+    def __init__(self, model: Any, prefix_cache: Any, prompt_mask: torch.Tensor, k: int, max_new_tokens: int, *,
+                 graph: bool) -> None:
+        super().__init__(prompt_mask, k, graph)
+        layout = fused_layout(model)
+        if layout is None:
+            raise ValueError(f"{type(model).__name__}: not a model that FusedStep reproduces")
+        self.step = FusedStep(layout)
+        groups, width = prompt_mask.shape
+        length = -(-(width + max_new_tokens) // 16) * 16
+        rows, kv_heads, _, dim = shape = self.step.cache_shape(len(self.token), length)
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        for prefix in prefix_cache.layers:
+            for cache, source in ((self.keys, prefix.keys), (self.values, prefix.values)):
+                # Zeros, not garbage: masked slots still meet V with a weight of exactly 0.
+                tensor = torch.zeros(shape, dtype=source.dtype, device=source.device)
+                tensor.view(groups, k, kv_heads, length, dim)[:, :, :, :width] = source.unsqueeze(1)
+                cache.append(tensor)
+        self.mask = torch.full((rows, 1, 1, length), float("-inf"), dtype=layout.dtype, device=prompt_mask.device)
+        self.mask[:, 0, 0, :width].masked_fill_(prompt_mask.repeat_interleave(k, dim=0).bool(), 0.0)
+        self.slot = torch.zeros(1, dtype=torch.long, device=prompt_mask.device)
+
+    def _reveal(self, column: int) -> None:
+        self.mask[:, :, :, column] = 0.0
+        self.slot.fill_(column)
+
+    def _forward(self) -> torch.Tensor:
+        return self.step(self.token, self.position, self.keys, self.values, self.mask, self.slot)
 
 
 @torch.no_grad()
@@ -384,7 +446,7 @@ def generate(
     same clues whatever the batch or the process they are sampled in. Without, sampling draws
     from torch's global RNG. `decoder` picks how decode steps run (`resolve_decoder`):
     `dynamic` (transformers' growing cache), `static` (`StaticDecoder`), `graph` (`StaticDecoder`
-    replaying a CUDA graph), or `auto`.
+    replaying a CUDA graph), `fused` (`FusedDecoder`, replaying a CUDA graph on CUDA), or `auto`.
     """
     generators = None
     if seeds is not None and not greedy:
@@ -396,6 +458,7 @@ def generate(
     k = num_samples
     prompt_ids, prompt_mask = left_pad(prompts, pad, device)
     decoder = resolve_decoder(model, decoder, device)
+    on_cuda = torch.device(device).type == "cuda"
     was_training = model.training
     model.eval()
     try:
@@ -411,6 +474,8 @@ def generate(
         del out
         if decoder == "dynamic":
             step: Any = DynamicDecoder(model, cache, prompt_mask, k)
+        elif decoder == "fused":
+            step = FusedDecoder(model, cache, prompt_mask, k, max_new_tokens, graph=on_cuda)
         else:
             step = StaticDecoder(model, cache, prompt_mask, k, max_new_tokens, graph=decoder == "graph")
         del cache
@@ -418,7 +483,7 @@ def generate(
         steps: list[torch.Tensor] = []
         # Asking whether every row has stopped waits for the GPU; on CUDA ask every 8 steps, so
         # that the host queues the next steps while the device runs. Extra steps only add padding.
-        check_every = 8 if torch.device(device).type == "cuda" else 1
+        check_every = 8 if on_cuda else 1
         for i in range(max_new_tokens):
             token = next_tokens(logits, temperature=temperature, top_p=top_p, greedy=greedy, generators=generators)
             token = torch.where(finished, torch.full_like(token, pad), token)

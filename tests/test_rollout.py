@@ -4,10 +4,12 @@ import pytest
 import torch
 
 from searchgrpo.config import load_config
+from searchgrpo.fused_decode import fused_layout
 from searchgrpo.model import load_policy
 from searchgrpo.rollout import (
     DecodeShortcuts,
     DynamicDecoder,
+    FusedDecoder,
     StaticDecoder,
     draw,
     generate,
@@ -139,9 +141,9 @@ def test_static_decoder_matches_dynamic(policy):
 def test_generate_decoders_agree(policy):
     tok, model = policy.tokenizer, policy.model
     runs = [generate(model, tok, _prompts(tok), num_samples=3, max_new_tokens=12, seeds=[4, 5], decoder=d)
-            for d in ("dynamic", "static", "graph")]  # graph falls back to static off CUDA
+            for d in ("dynamic", "static", "graph", "fused")]  # graph falls back to static off CUDA
     tokens = [[[c.token_ids for c in g] for g in run] for run in runs]
-    assert tokens[0] == tokens[1] == tokens[2]
+    assert tokens[0] == tokens[1] == tokens[2] == tokens[3]
     assert resolve_decoder(model, "auto", "cpu") == "dynamic"
     assert resolve_decoder(model, "graph", "cpu") == "static"
 
@@ -171,3 +173,70 @@ def test_decode_shortcuts_compute_the_same_function(policy):
     assert torch.allclose(full, lean, atol=1e-5)
     assert torch.equal(full, again)  # the module's own forwards are back
     model.train()
+
+
+def _lora_model(config):
+    """A tiny random model of `config` with a non-zero LoRA adapter on every linear layer."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="sdpa")
+    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.05)
+    return model.eval()
+
+
+def _qwen3():
+    from transformers import Qwen3Config
+
+    return _lora_model(Qwen3Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0))
+
+
+def _qwen2():
+    from transformers import Qwen2Config
+
+    return _lora_model(Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, pad_token_id=0))
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3", "qwen2"])
+def test_fused_decoder_matches_the_module_forward(policy, family):
+    """FusedDecoder (q/k/v and LoRA A fused, residuals in addmm, one SDPA per layer) computes the
+    same logits as the model's own modules on a static cache: float32, tolerance 1e-4 on logits of
+    size ~1 (the difference is rounding: ~3e-7 seen)."""
+    model = {"llama": lambda: policy.model, "qwen3": _qwen3, "qwen2": _qwen2}[family]()
+    assert fused_layout(model) is not None
+    prompts = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]]  # left-padded: the mask matters
+    ids, mask = left_pad(prompts, 0, "cpu")
+    k = 2
+    model.eval()
+    decoders = []
+    with torch.no_grad():
+        for fused in (False, True):
+            out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                        use_cache=True, logits_to_keep=1)
+            cache = getattr(out, "cache", None) or out.past_key_values
+            decoders.append(FusedDecoder(model, cache, mask, k, 8, graph=False) if fused
+                            else StaticDecoder(model, cache, mask, k, 8, graph=False, shortcuts=False))
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(7):
+            token = torch.randint(1, 200, (4,), generator=generator)
+            plain, fused = decoders[0](token), decoders[1](token)
+            assert torch.allclose(plain, fused, atol=1e-4), (plain - fused).abs().max()
+    model.train()
+
+
+def test_fused_layout_refuses_what_it_cannot_reproduce(policy):
+    model = _qwen3()
+    layer = model.get_base_model().model.layers[0]
+    layer.mlp.down_proj.base_layer.bias = torch.nn.Parameter(torch.zeros(64))
+    assert fused_layout(model) is None
+    assert resolve_decoder(model, "fused", "cpu") == "static"
+    with policy.model.disable_adapter():  # adapters off: the fused step computes the base alone
+        layout = fused_layout(policy.model)
+    assert layout is not None and all(p.a is None for layer in layout.layers for p in (layer.q, layer.down))

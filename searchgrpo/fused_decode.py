@@ -1,0 +1,293 @@
+"""One decode step computed straight from a Llama-style model's weights, in fewer GPU kernels.
+
+A decode step reads every weight once for one new token per row: its products are skinny (32
+rows on an H200 rollout) and bound by memory bandwidth, and a few thousand small kernels around
+them cost as much again. `FusedStep` runs the same function as the model's forward for one token
+per row (Llama, Qwen2 and Qwen3 decoder layers, plain 16-bit linear layers, at most one plain LoRA
+adapter per layer), laid out once per `generate` call as:
+
+- each layer's query, key and value weights concatenated into one matrix, followed by the rows
+  of their LoRA A matrices: one product gives q, k, v and the three adapters' low-rank
+  activations, and one more against the B matrices, laid out block-diagonally, adds the adapters
+  (the blocks off the diagonal are zeros, which add nothing). The copy costs the size of the q, k
+  and v weights (1.8 GB for Qwen3-8B) while a decoder lives;
+- the LoRA A matrices of gate and up side by side: one product for both adapters;
+- the residual additions done by the output and down projections (`addmm`, C = residual);
+- Qwen3's q and k norms in one call over all heads, and the rotary embedding as a multiply, a
+  `roll` and a fused multiply-add over q and k together;
+- attention as one `scaled_dot_product_attention` per layer, with each KV head's group of query
+  heads as its queries: K and V are read once, never copied per query head.
+
+The results differ from the module-by-module forward by rounding only (tests/test_rollout.py
+compares the logits). `fused_layout` says whether a model qualifies, without copying anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+LAYERS = ("LlamaDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer")
+RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
+
+
+class Unsupported(Exception):
+    """A layer that the lean decode paths do not reproduce (several adapters, DoRA, ...)."""
+
+
+def lora_factors(module: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(A^T [in, r], scaling * B^T [r, out]) in `dtype` of a peft LoRA layer's active adapter.
+
+    None when the layer computes its base layer alone (adapters merged, disabled or absent);
+    `Unsupported` for anything but one plain linear adapter.
+    """
+    if module.merged or module.disable_adapters:
+        return None
+    names = [n for n in module.active_adapters if n in module.lora_A]
+    if not names:
+        return None
+    name = names[0]
+    lora_a, lora_b = module.lora_A[name], module.lora_B[name]
+    if len(names) != 1 or not isinstance(lora_a, torch.nn.Linear) or not isinstance(lora_b, torch.nn.Linear) \
+            or lora_b.bias is not None or name in getattr(module, "lora_variant", {}) \
+            or getattr(module, "use_dora", {}).get(name, False):
+        raise Unsupported(type(module).__name__)
+    a = lora_a.weight.detach().to(dtype).t()
+    b = (lora_b.weight.detach() * module.scaling[name]).to(dtype).t()
+    return a, b
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A linear layer as y = x W^T + bias + (x A) B, the adapter optional."""
+
+    weight: torch.Tensor
+    """[out, in]"""
+    bias: torch.Tensor | None
+    a: torch.Tensor | None
+    """[in, r]"""
+    b: torch.Tensor | None
+    """[r, out], the adapter's scaling folded in."""
+
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        """x [rows, in] -> [rows, out], plus `residual` added by the product itself."""
+        if residual is None:
+            out = F.linear(x, self.weight, self.bias)
+        else:
+            out = torch.addmm(residual, x, self.weight.t())
+        if self.a is not None:
+            out.addmm_(x @ self.a, self.b)
+        return out
+
+
+def projection(module: Any, dtype: torch.dtype) -> Projection:
+    """The `Projection` of a plain or LoRA-wrapped linear layer whose weight is in `dtype`."""
+    from peft.tuners.lora import LoraLayer
+
+    factors = None
+    if isinstance(module, LoraLayer):
+        factors = lora_factors(module, dtype)
+        module = module.base_layer
+    # Subclasses (bitsandbytes' 4-bit layers among them) hold weights in other forms.
+    if type(module) is not torch.nn.Linear or module.weight.dtype != dtype:
+        raise Unsupported(type(module).__name__)
+    a, b = factors if factors is not None else (None, None)
+    bias = module.bias.detach() if module.bias is not None else None
+    return Projection(module.weight.detach(), bias, a, b)
+
+
+def _norm(module: Any) -> tuple[torch.Tensor, float]:
+    if type(module).__name__ not in RMS_NORMS or not hasattr(module, "variance_epsilon"):
+        raise Unsupported(type(module).__name__)
+    return module.weight.detach(), float(module.variance_epsilon)
+
+
+@dataclass(frozen=True)
+class LayerLayout:
+    """One decoder layer's pieces, as found in the model (nothing copied yet)."""
+
+    input_norm: tuple[torch.Tensor, float]
+    post_norm: tuple[torch.Tensor, float]
+    q: Projection
+    k: Projection
+    v: Projection
+    q_norm: tuple[torch.Tensor, float] | None
+    k_norm: tuple[torch.Tensor, float] | None
+    o: Projection
+    gate: Projection
+    up: Projection
+    down: Projection
+    act: Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a `FusedStep` is built from; see `fused_layout`."""
+
+    embed: torch.Tensor
+    rotary: Any
+    layers: list[LayerLayout]
+    norm: tuple[torch.Tensor, float]
+    head: Projection
+    heads: int
+    kv_heads: int
+    head_dim: int
+    scaling: float
+    dtype: torch.dtype
+
+
+def fused_layout(model: Any) -> Layout | None:
+    """The model's pieces for `FusedStep`, or None if it is not a model `FusedStep` reproduces."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    inner = getattr(base, "model", None)
+    embed = getattr(inner, "embed_tokens", None)
+    if type(embed) is not torch.nn.Embedding or not hasattr(inner, "rotary_emb") or not hasattr(base, "lm_head"):
+        return None
+    dtype = embed.weight.dtype
+    try:
+        layers = [_layer_layout(layer, dtype) for layer in inner.layers]
+        norm, head = _norm(inner.norm), projection(base.lm_head, dtype)
+    except (Unsupported, AttributeError):
+        return None
+    attn = inner.layers[0].self_attn
+    config = base.config.get_text_config()
+    if any(p.bias is not None for layer in layers for p in (layer.o, layer.gate, layer.up, layer.down, head)):
+        return None
+    return Layout(embed.weight.detach(), inner.rotary_emb, layers, norm, head, config.num_attention_heads,
+                  config.num_key_value_heads, attn.head_dim, float(attn.scaling), dtype)
+
+
+def _layer_layout(layer: Any, dtype: torch.dtype) -> LayerLayout:
+    if type(layer).__name__ not in LAYERS:
+        raise Unsupported(type(layer).__name__)
+    attn, mlp = layer.self_attn, layer.mlp
+    qk_norms = [_norm(attn.q_norm), _norm(attn.k_norm)] if hasattr(attn, "q_norm") else [None, None]
+    if qk_norms[0] is not None and qk_norms[0][1] != qk_norms[1][1]:
+        raise Unsupported("q_norm and k_norm with different eps")  # one norm call covers both
+    return LayerLayout(
+        _norm(layer.input_layernorm), _norm(layer.post_attention_layernorm),
+        *(projection(getattr(attn, f"{n}_proj"), dtype) for n in "qkv"), *qk_norms,
+        projection(attn.o_proj, dtype),
+        *(projection(getattr(mlp, f"{n}_proj"), dtype) for n in ("gate", "up", "down")), mlp.act_fn)
+
+
+@dataclass(frozen=True)
+class FusedLayer:
+    """One decoder layer rearranged for `FusedStep.layer`."""
+
+    input_norm: tuple[torch.Tensor, float]
+    post_norm: tuple[torch.Tensor, float]
+    qkv: torch.Tensor
+    """[(heads + 2 kv_heads) * head_dim + r, hidden]: q, k and v weights, then the LoRA A rows."""
+    qkv_bias: torch.Tensor | None
+    """Zero on the LoRA rows."""
+    qkv_b: torch.Tensor | None
+    """[r, (heads + 2 kv_heads) * head_dim]: q, k and v's LoRA B (scaled), block-diagonal."""
+    qk_norm: torch.Tensor | None
+    """[heads + kv_heads, head_dim]: q_norm's weight per query head, then k_norm's per KV head."""
+    qk_eps: float
+    o: Projection
+    gate: Projection
+    up: Projection
+    gate_up_a: torch.Tensor | None
+    """[hidden, r_gate + r_up]"""
+    down: Projection
+    act: Callable[[torch.Tensor], torch.Tensor]
+
+
+def _fuse_layer(layer: LayerLayout, heads: int, kv_heads: int) -> FusedLayer:
+    qkv = (layer.q, layer.k, layer.v)
+    adapted = [p for p in qkv if p.a is not None]
+    weight = torch.cat([p.weight for p in qkv] + [p.a.t() for p in adapted])
+    b = None
+    if adapted:
+        width = sum(p.weight.shape[0] for p in qkv)
+        b = weight.new_zeros(sum(p.a.shape[1] for p in adapted), width)
+        row = column = 0
+        for p in qkv:
+            if p.a is not None:
+                b[row:row + p.b.shape[0], column:column + p.b.shape[1]] = p.b
+                row += p.b.shape[0]
+            column += p.weight.shape[0]
+    bias = None
+    if any(p.bias is not None for p in qkv):
+        parts = [p.bias if p.bias is not None else weight.new_zeros(p.weight.shape[0]) for p in qkv]
+        bias = torch.cat(parts + [weight.new_zeros(weight.shape[0] - sum(p.numel() for p in parts))])
+    qk_norm, qk_eps = None, 0.0
+    if layer.q_norm is not None and layer.k_norm is not None:  # Qwen3
+        (wq, qk_eps), (wk, _) = layer.q_norm, layer.k_norm
+        qk_norm = torch.cat([wq.expand(heads, -1), wk.expand(kv_heads, -1)])
+    gate_up = [p.a for p in (layer.gate, layer.up) if p.a is not None]
+    return FusedLayer(layer.input_norm, layer.post_norm, weight, bias, b, qk_norm, qk_eps, layer.o, layer.gate,
+                      layer.up, torch.cat(gate_up, dim=1) if gate_up else None, layer.down, layer.act)
+
+
+class FusedStep:
+    """One decode step of the model in `layout`, over a KV cache that the caller holds.
+
+    Built once per `generate` call (the LoRA weights change between calls); the copies it makes
+    live as long as it does.
+    """
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.layers = [_fuse_layer(layer, layout.heads, layout.kv_heads) for layer in layout.layers]
+
+    def cache_shape(self, rows: int, length: int) -> tuple[int, int, int, int]:
+        """The shape of one layer's keys (and values): [rows, kv_heads, length, head_dim]."""
+        return rows, self.layout.kv_heads, length, self.layout.head_dim
+
+    def __call__(self, token: torch.Tensor, position: torch.Tensor, keys: list[torch.Tensor],
+                 values: list[torch.Tensor], mask: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
+        """Logits [rows, vocab] after `token` [rows, 1] at `position` [rows, 1].
+
+        Writes each layer's new key and value into cache slot `slot` (a one-element tensor) of
+        `keys[i]` and `values[i]`, then attends over the slots where the additive `mask`
+        [rows, 1, 1, length] is zero (it must already be zero at `slot`).
+        """
+        lay = self.layout
+        x = F.embedding(token[:, 0], lay.embed)
+        cos, sin = lay.rotary(x, position)  # [rows, 1, head_dim]
+        half = lay.head_dim // 2
+        # rotate_half(t) * sin == roll(t, half) * sin with the sign of sin's first half flipped.
+        sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+        for layer, k, v in zip(self.layers, keys, values):
+            x = self.layer(layer, x, cos, sin, k, v, mask, slot)
+        weight, eps = lay.norm
+        return lay.head(F.rms_norm(x, (x.shape[-1],), weight, eps))
+
+    def layer(self, layer: FusedLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: torch.Tensor,
+              values: torch.Tensor, mask: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
+        """One decoder layer: x [rows, hidden] -> [rows, hidden]."""
+        lay = self.layout
+        rows, heads, kv_heads, dim = x.shape[0], lay.heads, lay.kv_heads, lay.head_dim
+        weight, eps = layer.input_norm
+        h = F.rms_norm(x, (x.shape[-1],), weight, eps)
+        out = F.linear(h, layer.qkv, layer.qkv_bias)
+        width = (heads + 2 * kv_heads) * dim
+        qkv = out[:, :width]
+        if layer.qkv_b is not None:
+            qkv.addmm_(out[:, width:], layer.qkv_b)
+        qk = qkv[:, :(heads + kv_heads) * dim].view(rows, heads + kv_heads, dim)
+        if layer.qk_norm is not None:
+            qk = F.rms_norm(qk, (dim,), None, layer.qk_eps) * layer.qk_norm
+        qk = torch.addcmul(qk * cos, qk.roll(dim // 2, dims=-1), sin)
+        keys.index_copy_(2, slot, qk[:, heads:].unsqueeze(2))
+        values.index_copy_(2, slot, qkv[:, (heads + kv_heads) * dim:].view(rows, kv_heads, 1, dim))
+        q = qk[:, :heads].view(rows, kv_heads, heads // kv_heads, dim)
+        attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=lay.scaling)
+        x = layer.o(attn.reshape(rows, heads * dim), residual=x)
+        weight, eps = layer.post_norm
+        h = F.rms_norm(x, (x.shape[-1],), weight, eps)
+        gate, up = F.linear(h, layer.gate.weight), F.linear(h, layer.up.weight)
+        if layer.gate_up_a is not None:
+            low = h @ layer.gate_up_a
+            split = layer.gate.a.shape[1] if layer.gate.a is not None else 0
+            if layer.gate.b is not None:
+                gate.addmm_(low[:, :split], layer.gate.b)
+            if layer.up.b is not None:
+                up.addmm_(low[:, split:], layer.up.b)
+        return layer.down(layer.act(gate).mul_(up), residual=x)
