@@ -117,25 +117,38 @@ def test_top_p_keeps_the_nucleus():
     assert int(next_tokens(logits, temperature=1.0, top_p=1.0, greedy=True)) == 0
 
 
+DECODE_K = 2  # samples per prompt in the decoder comparisons
+
+
+def _assert_decoders_agree(model, prompts, pad_id, make_reference, make_candidate, token_range):
+    """Prefill `prompts` (left-padded) once for each decoder, hand each its own cache, then feed
+    both the same 7 random tokens per row: the next-token logits must agree within 1e-4."""
+    ids, mask = left_pad(prompts, pad_id, "cpu")
+    model.eval()
+    try:
+        with torch.no_grad():
+            decoders = []
+            for make in (make_reference, make_candidate):
+                out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                            use_cache=True, logits_to_keep=1)
+                decoders.append(make(getattr(out, "cache", None) or out.past_key_values, mask))
+            generator = torch.Generator().manual_seed(0)
+            for _ in range(7):
+                token = torch.randint(*token_range, (len(prompts) * DECODE_K,), generator=generator)
+                reference, candidate = decoders[0](token), decoders[1](token)
+                assert torch.allclose(reference, candidate, atol=1e-4), (reference - candidate).abs().max()
+    finally:
+        model.train()
+
+
 def test_static_decoder_matches_dynamic(policy):
     """The static cache with grouped decode attention computes the same logits as the dynamic cache."""
     tok, model = policy.tokenizer, policy.model
-    ids, mask = left_pad(_prompts(tok), tok.pad_token_id, "cpu")
-    k = 2
-    model.eval()
-    decoders = []
-    with torch.no_grad():
-        for static in (False, True):
-            out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
-                        use_cache=True, logits_to_keep=1)
-            cache = getattr(out, "cache", None) or out.past_key_values
-            decoders.append(StaticDecoder(model, cache, mask, k, 8, graph=False) if static
-                            else DynamicDecoder(model, cache, mask, k))
-        generator = torch.Generator().manual_seed(0)
-        for _ in range(7):
-            token = torch.randint(0, len(tok), (4,), generator=generator)
-            assert torch.allclose(decoders[0](token), decoders[1](token), atol=1e-4)
-    model.train()
+    _assert_decoders_agree(
+        model, _prompts(tok), tok.pad_token_id,
+        lambda cache, mask: DynamicDecoder(model, cache, mask, DECODE_K),
+        lambda cache, mask: StaticDecoder(model, cache, mask, DECODE_K, 8, graph=False),
+        token_range=(0, len(tok)))
 
 
 def test_generate_decoders_agree(policy):
@@ -211,24 +224,11 @@ def test_fused_decoder_matches_the_module_forward(policy, family):
     size ~1 (the difference is rounding: ~3e-7 seen)."""
     model = {"llama": lambda: policy.model, "qwen3": _qwen3, "qwen2": _qwen2}[family]()
     assert fused_layout(model) is not None
-    prompts = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]]  # left-padded: the mask matters
-    ids, mask = left_pad(prompts, 0, "cpu")
-    k = 2
-    model.eval()
-    decoders = []
-    with torch.no_grad():
-        for fused in (False, True):
-            out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
-                        use_cache=True, logits_to_keep=1)
-            cache = getattr(out, "cache", None) or out.past_key_values
-            decoders.append(FusedDecoder(model, cache, mask, k, 8, graph=False) if fused
-                            else StaticDecoder(model, cache, mask, k, 8, graph=False, shortcuts=False))
-        generator = torch.Generator().manual_seed(0)
-        for _ in range(7):
-            token = torch.randint(1, 200, (4,), generator=generator)
-            plain, fused = decoders[0](token), decoders[1](token)
-            assert torch.allclose(plain, fused, atol=1e-4), (plain - fused).abs().max()
-    model.train()
+    _assert_decoders_agree(
+        model, [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]], 0,  # unequal lengths: the padding mask matters
+        lambda cache, mask: StaticDecoder(model, cache, mask, DECODE_K, 8, graph=False, shortcuts=False),
+        lambda cache, mask: FusedDecoder(model, cache, mask, DECODE_K, 8, graph=False),
+        token_range=(1, 200))
 
 
 def test_fused_layout_refuses_what_it_cannot_reproduce(policy):
