@@ -226,6 +226,11 @@ class RewardConfig:
     question_copy: float = -0.5
     """Per clue that copies the question (nearly all of the question's words and little else)."""
 
+    empty_clue: float = -0.3
+    """Per distinct clue whose search returns no document at all (words the corpus does not hold,
+    such as the tables' verdict labels). Without it, a clue that finds nothing scores 0 and beats
+    any real search where nothing new is left to find; keep it below env.top_k x `irrelevant`."""
+
     gain_over_original: float = 0.0
     """Per new IMPORTANT document beyond what the state's original clues found (negative when
     fewer): rewards improving on the old Executor rather than matching it. 0 turns it off."""

@@ -54,6 +54,15 @@ class _Found:
     score: float
 
 
+@dataclass(frozen=True)
+class _Retrieval:
+    found: list[_Found]
+    duplicates: int
+    """Clues that repeat an earlier clue of the set (not searched again)."""
+    empty: int
+    """Distinct clues whose search returned nothing."""
+
+
 class SearchRoundEnv:
     """One SEARCH round of the multi-agent system, with frozen retrieval, checker and reward."""
 
@@ -94,28 +103,30 @@ class SearchRoundEnv:
         kept = tuple(c for c in completion if c.strip())
         return ParsedClues(kept[: self.max_clues], len(kept), not kept)
 
-    def retrieve(self, clues: Sequence[str]) -> tuple[list[_Found], int]:
-        """The union of each distinct clue's top-k, first seen first; and the duplicate count."""
+    def retrieve(self, clues: Sequence[str]) -> _Retrieval:
+        """The union of each distinct clue's top-k, first seen first; duplicate and empty clue counts."""
         found: dict[str, _Found] = {}
         seen_clues: set[str] = set()
-        duplicates = 0
+        duplicates = empty = 0
         for i, clue in enumerate(clues):
             norm = normalise_clue(clue)
             if norm in seen_clues:
                 duplicates += 1
                 continue
             seen_clues.add(norm)
-            for hit in self.retriever.search(clue, self.top_k):
+            hits = self.retriever.search(clue, self.top_k)
+            empty += not hits
+            for hit in hits:
                 if hit.docid not in found:
                     found[hit.docid] = _Found(hit.docid, i, hit.rank, hit.score)
-        return list(found.values()), duplicates
+        return _Retrieval(list(found.values()), duplicates, empty)
 
     def original_new_important(self, state: SearchState) -> float | None:
         """New IMPORTANT documents the state's original clues find (memoised; None if it has none)."""
         if not state.original_clues:
             return None
         if state.state_id not in self._original:
-            found, _ = self.retrieve(state.original_clues[: self.max_clues])
+            found = self.retrieve(state.original_clues[: self.max_clues]).found
             verdicts = self._check(state, sorted({f.docid for f in found}))
             self._original[state.state_id] = float(sum(
                 1 for f in found if f.docid not in state.discovered and verdicts[f.docid].label is Label.IMPORTANT))
@@ -135,13 +146,13 @@ class SearchRoundEnv:
         corpus = self.retriever.corpus
         parsed = [self.parse(c) for c in completions]
         runs = [self.retrieve(p.clues) for p in parsed]
-        wanted = sorted({f.docid for found, _ in runs for f in found})
+        wanted = sorted({f.docid for run in runs for f in run.found})
         verdicts = self._check(state, wanted)
         discovered = state.discovered
         original = self.original_new_important(state) if self.reward.weights["gain_over_original"] else None
         question_tokens = tokenize(state.question)
         results = []
-        for p, (found, duplicates) in zip(parsed, runs):
+        for p, run in zip(parsed, runs):
             docs = tuple(
                 RetrievedDoc(
                     f.docid,
@@ -153,17 +164,18 @@ class SearchRoundEnv:
                     verdicts[f.docid].label,
                     verdicts[f.docid].reason,
                 )
-                for f in found
+                for f in run.found
             )
             counts = component_counts(
                 retrieved=[(d.label, not d.new) for d in docs],
-                duplicate_clues=duplicates,
+                duplicate_clues=run.duplicates,
                 unparsable=p.unparsable,
                 clues_written=p.written,
                 min_clues=self.min_clues,
                 max_clues=self.max_clues,
                 long_clues=sum(1 for c in p.clues if len(c.split()) > self.max_clue_words),
                 question_copies=sum(1 for c in p.clues if copies_question(tokenize(c), question_tokens)),
+                empty_clues=run.empty,
                 original_new_important=original,
             )
             results.append(StepResult(p.clues, p, docs, self.reward.combine(counts)))

@@ -44,6 +44,7 @@ def component_counts(
     max_clues: int,
     long_clues: int = 0,
     question_copies: int = 0,
+    empty_clues: int = 0,
     original_new_important: float | None = None,
 ) -> dict[str, float]:
     """Count every component for one sample.
@@ -76,6 +77,7 @@ def component_counts(
         counts["clue_count_out_of_bounds"] = float(max(min_clues - clues_written, 0, clues_written - max_clues))
     counts["long_clue"] = float(long_clues)
     counts["question_copy"] = float(question_copies)
+    counts["empty_clue"] = float(empty_clues)
     if original_new_important is not None:
         counts["gain_over_original"] = counts["new_important"] - original_new_important
     return counts

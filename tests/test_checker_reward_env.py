@@ -106,6 +106,23 @@ def test_anti_hacking_components_and_gain():
     assert better.reward.counts["long_clue"] == 0 and better.reward.counts["question_copy"] == 0
 
 
+def test_a_clue_that_retrieves_nothing_scores_below_a_real_search():
+    """The hack seen in the efficacy run: with nothing new left to find, clues of words the corpus
+    lacks (the tables' verdict labels) retrieved nothing and scored 0, above any real search."""
+    env = make_env()
+    empty, both, real = env.score_group(STATE, [
+        "IRRELEVANT: IRRELEVANT\nIRRELEVANT | IRRELEVANT | IRRELEV",
+        "IRRELEVANT\nzebras",
+        "zebras\nOrvane river",
+    ])
+    assert empty.docs == () and empty.reward.counts["empty_clue"] == 2
+    assert empty.reward.total == pytest.approx(2 * -0.3)
+    assert both.reward.counts["empty_clue"] == 1 and real.reward.counts["empty_clue"] == 0
+    assert empty.reward.total < both.reward.total < real.reward.total
+    duplicated = env.score_group(STATE, ["IRRELEVANT\nirrelevant"])[0]  # a repeat is a duplicate, not empty twice
+    assert duplicated.reward.counts["empty_clue"] == 1 and duplicated.reward.counts["duplicate_clue"] == 1
+
+
 def test_env_unparsable_and_group_scoring():
     env = make_env()
     results = env.score_group(STATE, ["", "...", ["Orvane river", "zebras"]])
