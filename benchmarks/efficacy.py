@@ -161,8 +161,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax1.legend(loc="lower right")
 
     sets = list(results["heldout"])
-    metrics = [("recall_at_k", "IMPORTANT recall@k"), ("important_discovery", "discovery rate"),
-               ("ndcg_at_k", "nDCG@k")]
+    metrics = [("recall_at_k", "recall@k"), ("important_discovery", "discovery"), ("ndcg_at_k", "nDCG@k")]
     width = 0.8 / (2 * len(metrics))
     for j, name in enumerate(sets):
         agg = results["heldout"][name]["aggregate"]
@@ -175,12 +174,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
                 ax2.bar(x, value, width, color=("#bdbdbd", "#3182bd")[k], edgecolor="black", lw=0.4,
                         label=f"{policy}" if j == 0 and m == 0 else None)
                 ax2.errorbar(x, value, yerr=[[value - lo], [hi - value]], color="black", capsize=2, lw=0.8)
-                if k == 0 and j == 0:
-                    ax2.text(x + width / 2, -0.06, label, ha="center", va="top", fontsize=7, rotation=0)
+                if k == 0:
+                    ax2.text(x + width / 2, -0.02, label, ha="center", va="top", fontsize=8)
     ax2.set_xticks(range(len(sets)))
     ax2.set_xticklabels([f"\n\n{s}" for s in sets])
     ax2.set_ylim(0, 1)
-    ax2.set_title("held-out questions (95% bootstrap CI)")
+    ax2.set_title("held-out questions (IMPORTANT documents; 95% bootstrap CI)")
     ax2.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=130)
