@@ -10,8 +10,8 @@ import os
 
 import torch
 
-from tests.conftest import tiny_config
 from searchgrpo.train_checkpoints import latest_checkpoint
+from tests.conftest import tiny_config
 from tests.reliability.helpers import assert_checkpoint_loads, tiny_world
 from tests.tui.conftest import SIZE, settle
 from tui.app import ConsoleApp
@@ -19,8 +19,9 @@ from tui.widgets import GroupTable
 
 
 def error_text(app) -> str:
-    from rich.console import Console
     import io
+
+    from rich.console import Console
 
     console = Console(width=300, record=True, file=io.StringIO())
     console.print(app.screen.query_one("#run-error").render())

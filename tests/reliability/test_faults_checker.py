@@ -23,7 +23,7 @@ from searchgrpo.llm_checker import LLMChecker
 from searchgrpo.train_checkpoints import latest_checkpoint
 from searchgrpo.trainer import Trainer
 from tests.conftest import tiny_config
-from tests.reliability.helpers import FaultServer, SETS, assert_checkpoint_loads, assert_one_error_line, main_in_process
+from tests.reliability.helpers import SETS, FaultServer, assert_checkpoint_loads, assert_one_error_line, main_in_process
 
 KEY_ENV = "SEARCHGRPO_FAULT_TEST_KEY"
 SECRET = "sk-fault-suite-0123456789abcdef"

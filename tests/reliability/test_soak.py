@@ -10,7 +10,6 @@ import dataclasses
 import importlib.util
 import sys
 
-
 from tests.conftest import TINY_OVERRIDES
 from tests.reliability.helpers import ROOT, FaultServer
 
