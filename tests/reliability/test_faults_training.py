@@ -209,40 +209,32 @@ def _in_step(path: object, step: int) -> bool:
     return f"step-{step:06d}.tmp-" in str(path)
 
 
+def _fail_save_in_step(monkeypatch, owner: object, name: str, step: int, partial: bytes | None) -> None:
+    """Patch `owner.name(obj, path, ...)` to fail with ENOSPC for files of checkpoint `step`,
+    after writing `partial` bytes (None: nothing)."""
+    real = getattr(owner, name)
+
+    def fail(obj, path, *a, **kw):
+        if _in_step(path, step):
+            if partial is not None:
+                Path(path).write_bytes(partial)
+            raise _enospc(path)
+        return real(obj, path, *a, **kw)
+
+    monkeypatch.setattr(owner, name, fail)
+
+
 def disk_fills_in(monkeypatch, which: str, step: int) -> None:
     """Make the write of one file of checkpoint `step` fail with ENOSPC, after writing some of it."""
     import peft.peft_model
     import safetensors.torch
 
     if which == "adapter":
-        real = peft.peft_model.safe_save_file
-
-        def fail(tensors, filename, *a, **kw):
-            if _in_step(filename, step):
-                Path(filename).write_bytes(b"\0" * 1024)
-                raise _enospc(filename)
-            return real(tensors, filename, *a, **kw)
-
-        monkeypatch.setattr(peft.peft_model, "safe_save_file", fail)
+        _fail_save_in_step(monkeypatch, peft.peft_model, "safe_save_file", step, b"\0" * 1024)
     elif which == "optimizer":
-        real_save = torch.save
-
-        def fail_save(obj, f, *a, **kw):
-            if _in_step(f, step):
-                Path(f).write_bytes(b"PK\x03\x04")
-                raise _enospc(f)
-            return real_save(obj, f, *a, **kw)
-
-        monkeypatch.setattr(torch, "save", fail_save)
+        _fail_save_in_step(monkeypatch, torch, "save", step, b"PK\x03\x04")
     elif which == "rng":
-        real_file = safetensors.torch.save_file
-
-        def fail_file(tensors, filename, *a, **kw):
-            if _in_step(filename, step):
-                raise _enospc(filename)
-            return real_file(tensors, filename, *a, **kw)
-
-        monkeypatch.setattr(safetensors.torch, "save_file", fail_file)
+        _fail_save_in_step(monkeypatch, safetensors.torch, "save_file", step, None)
     elif which == "state":
         real_write = Path.write_text
 
