@@ -4,6 +4,7 @@
     PYTHONPATH=. python benchmarks/soak.py --minutes 10           # a shorter run
     PYTHONPATH=. python benchmarks/soak.py --steps 2000           # a step budget instead
     PYTHONPATH=. python benchmarks/soak.py --model smollm2        # the embedded SmolLM2-135M
+    PYTHONPATH=. python benchmarks/soak.py --device cuda --steps 1000   # on a GPU (its default decoder)
 
 The run is the real trainer with everything a long run does: events to events.jsonl, an eval
 pass and a checkpoint every `--save-every` steps (keep_last deletes old ones), resumable. Every
@@ -15,7 +16,9 @@ if a bound is broken:
 - RSS growth after warm-up (the first `--warmup` fraction of the run) below `--rss-bound-mb`;
 - the fitted RSS slope below `--slope-bound-mb` per 1000 steps (a slow leak shows here first;
   judged when at least 1000 steps follow the warm-up);
-- the descriptor count constant after warm-up, and back at its starting value once closed.
+- the descriptor count constant after warm-up, and back at its starting value once closed;
+- on a GPU, the CUDA memory allocated after warm-up (torch.cuda.memory_allocated) grows by less
+  than `--gpu-bound-mb`.
 
 Expected growth: the retriever keeps a bounded cache of search results (50,000 queries, a few
 hundred bytes each), which fills over the first hours of sampling new clues; the report gives
@@ -86,6 +89,7 @@ def soak(
     warmup: float = 0.2,
     rss_bound_mb: float = 64.0,
     slope_bound_mb: float = 16.0,
+    gpu_bound_mb: float = 64.0,
     progress: bool = False,
 ) -> dict[str, Any]:
     """Train under `overrides` for `seconds` or `steps`, sampling resources; returns the report."""
@@ -98,6 +102,11 @@ def soak(
     quiet_libraries()
     budget = ["train.epochs=100000", *([f"train.max_steps={steps}"] if steps else [])]
     cfg = load_config(None, [*overrides, *budget])
+    cuda = cfg.model.device.startswith("cuda")
+    if cuda:  # the CUDA driver's own descriptors stay open for the life of the process: count from after them
+        import torch
+
+        torch.zeros(1, device=cfg.model.device)
     fds_before = open_fds()
     control = TrainerControl()
     samples: list[dict[str, float]] = []
@@ -105,11 +114,12 @@ def soak(
 
     def sample(step: int) -> None:
         samples.append({"step": step, "elapsed_s": round(time.monotonic() - start, 2), "rss_mb": round(rss_mb(), 2),
-                        "fds": open_fds(), "threads": threads()})
+                        "fds": open_fds(), "threads": threads(), **gpu_memory_mb(cuda)})
         if progress:
             s = samples[-1]
+            gpu = f"  gpu {s['gpu_allocated_mb']:8.1f} MB" if cuda else ""
             print(f"step {step:>6}  {s['elapsed_s']:>8.0f}s  rss {s['rss_mb']:8.1f} MB  fds {s['fds']:>4}  "
-                  f"threads {s['threads']:>3}", flush=True)
+                  f"threads {s['threads']:>3}{gpu}", flush=True)
 
     saved = {"checkpoints": 0, "evals": 0}
 
@@ -146,6 +156,7 @@ def soak(
     growth = steady[-1]["rss_mb"] - steady[0]["rss_mb"]
     slope = _slope_per_1k(rss_steady)
     fd_values = {s["fds"] for s in steady}
+    gpu_growth = steady[-1]["gpu_allocated_mb"] - steady[0]["gpu_allocated_mb"] if cuda else 0.0
     report = {
         "model": cfg.model.base,
         "overrides": overrides,
@@ -167,7 +178,13 @@ def soak(
                 "min_after_warmup": min(fd_values), "max_after_warmup": max(fd_values), "after_close": fds_after_close},
         "threads": {"after_warmup": steady[0]["threads"], "end": samples[-1]["threads"]},
         "search_cache": search_cache,
+        **({"gpu_allocated_mb": {"after_warmup": steady[0]["gpu_allocated_mb"], "end": samples[-1]["gpu_allocated_mb"],
+                                 "max": max(s["gpu_allocated_mb"] for s in samples),
+                                 "growth_after_warmup": round(gpu_growth, 2),
+                                 "slope_mb_per_1k_steps": round(_slope_per_1k(
+                                     [(s["step"], s["gpu_allocated_mb"]) for s in steady]), 3)}} if cuda else {}),
         "bounds": {"rss_growth_after_warmup_mb": rss_bound_mb, "rss_slope_mb_per_1k_steps": slope_bound_mb,
+                   "gpu_allocated_growth_after_warmup_mb": gpu_bound_mb,
                    "fds": "constant after warm-up; back to the start once closed", "warmup_fraction": warmup},
         "samples": samples,
     }
@@ -177,8 +194,20 @@ def soak(
         "rss_slope": slope < slope_bound_mb if span >= MIN_SLOPE_SPAN else None,  # too short to fit a slope
         "fds_constant": len(fd_values) == 1,
         "fds_released": fds_after_close <= fds_before,
+        **({"gpu_growth": gpu_growth < gpu_bound_mb} if cuda else {}),
     }
     return report
+
+
+def gpu_memory_mb(cuda: bool) -> dict[str, float]:
+    """CUDA memory held by tensors and by the caching allocator, in MB (empty off CUDA)."""
+    if not cuda:
+        return {}
+    import torch
+
+    torch.cuda.synchronize()
+    return {"gpu_allocated_mb": round(torch.cuda.memory_allocated() / 2**20, 2),
+            "gpu_reserved_mb": round(torch.cuda.memory_reserved() / 2**20, 2)}
 
 
 def _torch_threads() -> int:
@@ -198,6 +227,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=0.2, help="Fraction of samples treated as warm-up.")
     parser.add_argument("--rss-bound-mb", type=float, default=64.0)
     parser.add_argument("--slope-bound-mb", type=float, default=16.0, help="Per 1000 steps.")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (model.device).")
+    parser.add_argument("--gpu-bound-mb", type=float, default=64.0, help="CUDA allocated growth after warm-up.")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 keeps a shared machine usable).")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs") / "soak")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "soak.json")
@@ -210,9 +241,10 @@ def main() -> int:
     seconds = None if args.steps else 60 * (args.minutes if args.minutes is not None else 60)
     overrides = [*(TINY if args.model == "tiny" else SMOLLM2), *(() if args.big_world else SMALL_WORLD),
                  f"train.save_every={args.save_every}", f"train.eval_every={args.save_every}", "train.eval_states=4",
-                 "train.keep_last=2", f"train.output_dir={args.runs_dir}", *args.overrides]
+                 "train.keep_last=2", f"train.output_dir={args.runs_dir}", f"model.device={args.device}", *args.overrides]
     report = soak(overrides, seconds=seconds, steps=args.steps, sample_every=args.sample_every, warmup=args.warmup,
-                  rss_bound_mb=args.rss_bound_mb, slope_bound_mb=args.slope_bound_mb, progress=True)
+                  rss_bound_mb=args.rss_bound_mb, slope_bound_mb=args.slope_bound_mb, gpu_bound_mb=args.gpu_bound_mb,
+                  progress=True)
     report["command"] = " ".join(["python", *sys.argv])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
@@ -223,6 +255,11 @@ def main() -> int:
           f"{r['slope_mb_per_1k_steps']:+.2f} MB/1k steps; fds {f['after_warmup']} -> {f['end']} "
           f"(after close {f['after_close']}, before {f['before']}); search cache "
           f"{report['search_cache']['entries']}/{report['search_cache']['bound']} queries")
+    if "gpu_allocated_mb" in report:
+        g = report["gpu_allocated_mb"]
+        print(f"GPU allocated {g['after_warmup']:.0f} (after warm-up) -> {g['end']:.0f} MB, growth after warm-up "
+              f"{g['growth_after_warmup']:+.1f} MB (bound {args.gpu_bound_mb:.0f}), slope "
+              f"{g['slope_mb_per_1k_steps']:+.2f} MB/1k steps")
     print(f"passed: {report['passed']}  report: {args.out}")
     return 0 if all(v is not False for v in report["passed"].values()) else 1
 
