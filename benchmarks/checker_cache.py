@@ -50,7 +50,16 @@ def main() -> None:
             f"train.output_dir={work / 'runs'}", "grpo.max_new_tokens=32", *args.overrides,
         ])
         steps: list[StepFinished] = []
-        trainer = Trainer(cfg, sink=lambda e: steps.append(e) if isinstance(e, StepFinished) else None)
+
+        def on_event(event: object) -> None:
+            if isinstance(event, StepFinished):
+                steps.append(event)
+                m = event.metrics
+                print(f"epoch {event.epoch} step {event.step}/{event.total_steps}: checker calls "
+                      f"{m['checker/calls']:.0f}, cache hits {m['checker/cache_hits']:.0f}, checker "
+                      f"{m['checker/time_s']:.1f} s of {m['time/step']:.1f} s", flush=True)
+
+        trainer = Trainer(cfg, sink=on_event)
         trainer.train()
     per_epoch = {}
     for epoch in sorted({s.epoch for s in steps}):

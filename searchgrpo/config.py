@@ -424,7 +424,8 @@ class CheckerConfig:
     """The cache file. Null: {cache root}/verdicts.sqlite."""
 
     server_threads: int = non_negative(0)
-    """CPU threads of the embedded server. 0: half the cores (at least 1, at most 8)."""
+    """CPU threads of the embedded server. 0: every core, at most 8 (the trainer is idle while
+    it waits for verdicts). Set fewer when other work shares the machine."""
 
 
 @dataclass(frozen=True)
