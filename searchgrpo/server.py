@@ -24,12 +24,12 @@ SLOT_CONTEXT = 4096
 
 
 def default_threads() -> int:
-    """Every core, at most 8 (past that llama.cpp's threads mostly wait on each other).
+    """Every core, at most 8.
 
     A training step samples, then waits for the checker, then computes the loss, so the server
     and the trainer take turns rather than share the cores. Measured on 2 cores
-    (benchmarks/checker_cache.py): 2 threads labelled the same 494 documents in 58% of the time
-    1 thread took, and made the whole step 26% shorter.
+    (benchmarks/checker_cache.py): 2 threads labelled the same 494 documents in 57% of the time
+    1 thread took, and made the whole step 28% shorter.
     """
     return max(1, min(8, os.cpu_count() or 1))
 
