@@ -29,6 +29,7 @@ import torch
 from searchgrpo.agent_checkpoints import SearchState
 from searchgrpo.checker import checker_stats, stats_delta
 from searchgrpo.config import Config
+from searchgrpo.decoders import packs_prefix
 from searchgrpo.distributed import Dist
 from searchgrpo.env import SearchRoundEnv, StepResult
 from searchgrpo.events import DocView, GroupScored, SampleView
@@ -43,7 +44,6 @@ from searchgrpo.rollout import (
     group_logprobs,
     make_batch,
     make_group_batch,
-    packs_prefix,
     sequence_logprobs,
 )
 from searchgrpo.timing import Stopwatch

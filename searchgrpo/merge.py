@@ -210,7 +210,8 @@ def _probe_logprobs_and_greedy(model: Any, tokenizer: Any, probe: list[list[int]
     log-probs of the reference continuations (`completions`, or these if None) under `model`."""
     import torch
 
-    from searchgrpo.rollout import cache_argument, group_logprobs, make_group_batch, stop_token_ids
+    from searchgrpo.decoders import cache_argument
+    from searchgrpo.rollout import group_logprobs, make_group_batch, stop_token_ids
 
     stops = set(stop_token_ids(model, tokenizer))
     cache_arg = cache_argument(model)

@@ -4,13 +4,17 @@ import pytest
 import torch
 
 from searchgrpo.config import load_config
-from searchgrpo.fused_decode import fused_layout
-from searchgrpo.model import load_policy
-from searchgrpo.rollout import (
+from searchgrpo.decoders import (
     DecodeShortcuts,
     DynamicDecoder,
     FusedDecoder,
     StaticDecoder,
+    packs_prefix,
+    resolve_decoder,
+)
+from searchgrpo.fused_decode import fused_layout
+from searchgrpo.model import load_policy
+from searchgrpo.rollout import (
     draw,
     generate,
     group_logprobs,
@@ -18,8 +22,6 @@ from searchgrpo.rollout import (
     make_batch,
     make_group_batch,
     next_tokens,
-    packs_prefix,
-    resolve_decoder,
     sequence_logprobs,
     shared_prefix_mask,
 )
