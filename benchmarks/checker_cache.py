@@ -21,11 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from searchgrpo.cli import quiet_libraries  # noqa: E402
-from searchgrpo.collect import collect_to_folder  # noqa: E402
 from searchgrpo.config import load_config  # noqa: E402
+from searchgrpo.episodes.collect import collect_to_folder  # noqa: E402
 from searchgrpo.events import StepFinished  # noqa: E402
-from searchgrpo.trainer import Trainer  # noqa: E402
+from searchgrpo.runs import quiet_libraries  # noqa: E402
+from searchgrpo.train.trainer import Trainer  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 

@@ -32,15 +32,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from searchgrpo.cli import quiet_libraries  # noqa: E402
-from searchgrpo.collect import collect_question_set  # noqa: E402
 from searchgrpo.config import load_config  # noqa: E402
-from searchgrpo.evaluation import EvalRequest, run_eval  # noqa: E402
+from searchgrpo.episodes.collect import collect_question_set  # noqa: E402
+from searchgrpo.evaluate.round_eval import EvalRequest, run_eval  # noqa: E402
 from searchgrpo.events import EvalFinished, StepFinished  # noqa: E402
-from searchgrpo.search import tokenize  # noqa: E402
-from searchgrpo.sinks import ConsoleSink, JsonlSink, fanout  # noqa: E402
-from searchgrpo.train_checkpoints import latest_checkpoint  # noqa: E402
-from searchgrpo.trainer import Trainer, TrainerControl  # noqa: E402
+from searchgrpo.retrieval.search import tokenize  # noqa: E402
+from searchgrpo.runs import quiet_libraries  # noqa: E402
+from searchgrpo.sinks import JsonlSink, fanout
+from searchgrpo.terminal import ConsoleSink  # noqa: E402
+from searchgrpo.train.checkpoints import latest_checkpoint  # noqa: E402
+from searchgrpo.train.trainer import Trainer, TrainerControl  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 

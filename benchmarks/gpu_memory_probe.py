@@ -44,10 +44,10 @@ def main() -> None:
 
     import torch
 
-    from searchgrpo.cli import quiet_libraries
     from searchgrpo.config import load_config
     from searchgrpo.events import StepFinished
-    from searchgrpo.trainer import Trainer
+    from searchgrpo.runs import quiet_libraries
+    from searchgrpo.train.trainer import Trainer
 
     quiet_libraries()
     cfg = load_config(None, [

@@ -112,7 +112,7 @@ def base_overrides(spec: Spec) -> list[str]:
 def long_prompt(tokenizer: Any, state: Any, others: list[Any], n: int, cfg: Any) -> list[int]:
     """Exactly n prompt tokens from a real state: its tables extended with other states' rows until
     the rendered prompt is longer than n, then cut in the middle as `encode_prompt` cuts."""
-    from searchgrpo.rollout import encode_prompt
+    from searchgrpo.policy.sampling import encode_prompt
 
     before = state.before
     documents, context = list(before.documents), list(before.context)
@@ -135,8 +135,8 @@ def long_prompt(tokenizer: Any, state: Any, others: list[Any], n: int, cfg: Any)
 
 def workload(spec: Spec, cfg: Any, tokenizer: Any) -> tuple[Any, list[list[Any]], list[list[list[int]]]]:
     """(dataset, states per step, prompt ids per step) for warmup + steps steps."""
-    from searchgrpo.data import load_dataset
-    from searchgrpo.rollout import encode_prompt
+    from searchgrpo.episodes.world import load_dataset
+    from searchgrpo.policy.sampling import encode_prompt
 
     ds = load_dataset(cfg)
     train = ds.train
@@ -177,10 +177,10 @@ def run_ours(spec: Spec) -> Outcome:
     from transformers import get_scheduler
 
     from searchgrpo.config import load_config
-    from searchgrpo.data import make_env
-    from searchgrpo.grpo_step import grpo_step
-    from searchgrpo.model import load_policy
-    from searchgrpo.trainer import derive_seed
+    from searchgrpo.episodes.world import make_env
+    from searchgrpo.policy.model import load_policy
+    from searchgrpo.seeding import derive_seed
+    from searchgrpo.train.step import grpo_step
 
     cfg = load_config(None, base_overrides(spec))
     policy = load_policy(cfg)
@@ -217,7 +217,7 @@ def decode_probe(policy: Any, prompts: list[list[int]], spec: Spec) -> dict[str,
     """Decode speed against the memory-bandwidth bound: generate with 1 and with max_new_tokens
     tokens; the difference over (max_new_tokens - 1) is the time of one decode step (every row of
     the random model runs to max_new_tokens)."""
-    from searchgrpo.rollout import generate
+    from searchgrpo.policy.sampling import generate
 
     model, tok = policy.model, policy.tokenizer
 
@@ -297,8 +297,8 @@ def run_trl(spec: Spec) -> Outcome:
     from trl import GRPOConfig, GRPOTrainer
 
     from searchgrpo.config import load_config
-    from searchgrpo.data import make_env
-    from searchgrpo.model import load_tokenizer, resolve_base
+    from searchgrpo.episodes.world import make_env
+    from searchgrpo.policy.model import load_tokenizer, resolve_base
 
     cfg = load_config(None, base_overrides(spec))
     base = resolve_base(cfg)
@@ -521,7 +521,7 @@ def make_random_model(target: Path, tokenizer_dir: Path, shape: str) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
 
-    from searchgrpo.model import load_tokenizer
+    from searchgrpo.policy.model import load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir)
     config = random_config(shape, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id)
@@ -650,11 +650,11 @@ def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.tokenizer is None and args.preset.startswith("h200"):
         from searchgrpo.config import load_config
-        from searchgrpo.model import resolve_base
+        from searchgrpo.policy.model import resolve_base
 
         args.tokenizer = str(resolve_base(load_config(None, [])).path)
     from searchgrpo.config import load_config
-    from searchgrpo.data import load_dataset
+    from searchgrpo.episodes.world import load_dataset
 
     load_dataset(load_config(None, []))  # build the demo world once, before the runs share it
     rounds = args.rounds or (3 if args.preset == "cpu" else 1)

@@ -72,10 +72,11 @@ def main() -> None:
     from grpo_vs_trl import random_config
     from transformers import AutoModelForCausalLM
 
-    import searchgrpo.grpo_step as gs
-    import searchgrpo.model as sm
+    import searchgrpo.policy.model as sm
+    import searchgrpo.train.step as gs
     from searchgrpo.config import load_config
-    from searchgrpo.trainer import Trainer, derive_seed
+    from searchgrpo.seeding import derive_seed
+    from searchgrpo.train.trainer import Trainer
 
     cuda = args.device.startswith("cuda")
 

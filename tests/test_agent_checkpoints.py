@@ -7,16 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from searchgrpo.agent_checkpoints import (
-    DocumentRecord,
-    Entity,
-    Goal,
-    RoundState,
-    RunWriter,
-    load_states,
-    split_by_question,
-)
-from searchgrpo.checker import Label
+from searchgrpo.data.labels import Label
+from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState, RunWriter, load_states, split_by_question
 from searchgrpo.errors import DataError, UserError
 
 
@@ -142,7 +134,7 @@ def test_malformed_files_are_reported_and_skipped(tmp_path, how, reason):
 
 
 def test_huge_file_is_refused(tmp_path, monkeypatch):
-    import searchgrpo.agent_checkpoints as ac
+    import searchgrpo.data.traces as ac
 
     run = write_run(tmp_path, "q1", ["SEARCH"])
     monkeypatch.setattr(ac, "MAX_FILE_BYTES", 10)

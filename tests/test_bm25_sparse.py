@@ -7,13 +7,13 @@ import zipfile
 import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
+from searchgrpo.retrieval.bm25_index import BM25Params, build_index, load_index, top_k_indices
 
-from searchgrpo.bm25_index import BM25Params, build_index, load_index, top_k_indices
 from searchgrpo.config import EnvConfig, home_dir
-from searchgrpo.corpus import Corpus, Document, load_corpus, write_corpus
-from searchgrpo.data import load_dataset, make_retriever
-from searchgrpo.demo_world import generate_corpus, generate_world
-from searchgrpo.search import (
+from searchgrpo.data.corpus import Corpus, Document, load_corpus, write_corpus
+from searchgrpo.data.demo_world import generate_corpus, generate_world
+from searchgrpo.episodes.world import load_dataset, make_retriever
+from searchgrpo.retrieval.search import (
     BACKENDS,
     BM25Search,
     SparseBM25Search,

@@ -6,12 +6,13 @@ import time
 
 import pytest
 
-from searchgrpo.chat_client import ChatClient, ServerUnavailable, choice_schema, constrain, gbnf_choice
-from searchgrpo.checker import CheckRequest, Label, stats_delta
-from searchgrpo.data import open_endpoint
+from searchgrpo.agents.chat_client import ChatClient, ServerUnavailable, choice_schema, constrain, gbnf_choice
+from searchgrpo.agents.checker import CheckRequest, stats_delta
+from searchgrpo.agents.endpoint import open_endpoint
+from searchgrpo.agents.llm_checker import LABELS, parse_label, user_prompt
+from searchgrpo.agents.verdict_cache import CacheKey, VerdictCache, question_key
+from searchgrpo.data.labels import Label
 from searchgrpo.errors import UserError
-from searchgrpo.llm_checker import LABELS, parse_label, user_prompt
-from searchgrpo.verdict_cache import CacheKey, VerdictCache, question_key
 from tests.conftest import tiny_config
 
 

@@ -2,13 +2,14 @@
 
 import pytest
 
-from searchgrpo.agent_checkpoints import RoundState, SearchState
-from searchgrpo.checker import CheckRequest, GoldChecker, Label, QuestionLabels
+from searchgrpo.agents.checker import CheckRequest, GoldChecker
 from searchgrpo.config import RewardConfig
-from searchgrpo.corpus import Corpus, Document
-from searchgrpo.env import SearchRoundEnv
-from searchgrpo.reward import COMPONENTS, RewardCalculator, component_counts
-from searchgrpo.search import BM25Search
+from searchgrpo.data.corpus import Corpus, Document
+from searchgrpo.data.labels import Label, QuestionLabels
+from searchgrpo.data.traces import RoundState, SearchState
+from searchgrpo.env.reward import COMPONENTS, RewardCalculator, component_counts
+from searchgrpo.env.search_round import SearchRoundEnv
+from searchgrpo.retrieval.search import BM25Search
 
 DOCS = [
     Document("d0", "Krallo Systems", "Krallo Systems is a software company founded by Maren Dolvik."),

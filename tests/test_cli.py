@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import searchgrpo.cli as cli
 from searchgrpo.sinks import read_events
-from searchgrpo.train_checkpoints import latest_checkpoint, list_checkpoints
+from searchgrpo.train.checkpoints import latest_checkpoint, list_checkpoints
 from tests.conftest import TINY_OVERRIDES
 
 runner = CliRunner()

@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 import searchgrpo.cli as cli
-from searchgrpo.agent_checkpoints import load_states
-from searchgrpo.collect import collect_to_folder
-from searchgrpo.corpus import load_corpus
+from searchgrpo.data.corpus import load_corpus
+from searchgrpo.data.questions import load_questions, write_questions
+from searchgrpo.data.traces import load_states
+from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.errors import UserError
-from searchgrpo.questions import load_questions, write_questions
 from tests.conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ def test_collect_command_then_train_on_its_output(tmp_path):
     assert result.exit_code == 0, result.output
     assert "6 questions collected" in result.output
     assert f"data.checkpoints={out / 'checkpoints'}" in result.output
-    from searchgrpo.trainer import Trainer
+    from searchgrpo.train.trainer import Trainer
 
     cfg = tiny_config(tmp_path, f"data.corpus={out / 'corpus.jsonl'}", f"data.checkpoints={out / 'checkpoints'}",
                       "train.max_steps=1", "data.eval_fraction=0.2")

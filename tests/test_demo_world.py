@@ -1,10 +1,10 @@
 """The demo world generator and the baseline multi-agent pass."""
 
-from searchgrpo.agent_checkpoints import load_states
 from searchgrpo.config import DemoConfig
-from searchgrpo.data import build_demo
-from searchgrpo.demo_world import generate_corpus, generate_world
-from searchgrpo.search import tokenize
+from searchgrpo.data.demo_world import generate_corpus, generate_world
+from searchgrpo.data.traces import load_states
+from searchgrpo.episodes.world import build_demo
+from searchgrpo.retrieval.search import tokenize
 
 
 def test_world_is_deterministic_and_sized():

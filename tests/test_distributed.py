@@ -3,7 +3,7 @@
 import math
 
 from searchgrpo.sinks import read_events
-from searchgrpo.train_checkpoints import latest_checkpoint
+from searchgrpo.train.checkpoints import latest_checkpoint
 from tests.test_cli import SETS, searchgrpo
 
 COMMON = [*SETS, "--set", "train.states_per_step=4", "--set", "train.max_steps=3", "--set", "grpo.beta=0.05",

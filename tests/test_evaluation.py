@@ -5,11 +5,12 @@ import json
 import numpy as np
 import pytest
 
+from searchgrpo.env.metrics import fused_ranking, ndcg
 from searchgrpo.errors import UserError
-from searchgrpo.evaluation import EvalRequest, run_eval
+from searchgrpo.evaluate.round_eval import EvalRequest, run_eval
+from searchgrpo.evaluate.stats import mean_ci, paired_ratio_ci, ratio_ci
 from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted
-from searchgrpo.stats import fused_ranking, mean_ci, ndcg, paired_ratio_ci, ratio_ci
-from searchgrpo.trainer import Trainer
+from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
 
 
@@ -99,8 +100,8 @@ def test_bad_checkpoints_fail_in_one_line(trained, tmp_path):
 
 
 def test_eval_on_a_question_set(trained, tmp_path):
-    from searchgrpo.demo_world import generate_world
-    from searchgrpo.questions import write_questions
+    from searchgrpo.data.demo_world import generate_world
+    from searchgrpo.data.questions import write_questions
 
     cfg, _ = trained
     qs = tmp_path / "qs.jsonl"

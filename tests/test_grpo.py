@@ -5,14 +5,8 @@ import math
 import pytest
 import torch
 
-from searchgrpo.grpo import (
-    aggregate,
-    clipped_surrogate,
-    group_advantages,
-    grpo_loss,
-    kl_per_token,
-    selective_log_softmax,
-)
+from searchgrpo.policy.logprobs import selective_log_softmax
+from searchgrpo.train.grpo import aggregate, clipped_surrogate, group_advantages, grpo_loss, kl_per_token
 
 
 def close(actual: torch.Tensor, expected: list) -> bool:

@@ -5,12 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import searchgrpo
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE_MODULES = sorted(m.name for m in pkgutil.iter_modules(searchgrpo.__path__) if m.name != "__main__")
+CORE_MODULES = sorted(m.name for m in pkgutil.walk_packages(searchgrpo.__path__, "searchgrpo.")
+                      if m.name != "searchgrpo.__main__")
 
 
 def _loaded_after(statement: str) -> set[str]:
@@ -19,10 +18,21 @@ def _loaded_after(statement: str) -> set[str]:
     return set(out.stdout.split())
 
 
-@pytest.mark.parametrize("module", CORE_MODULES)
-def test_core_module_does_not_import_textual(module):
-    loaded = _loaded_after(f"import searchgrpo.{module}")
+def test_every_core_module_is_found():
+    assert {"searchgrpo.data.traces", "searchgrpo.train.trainer", "searchgrpo.runs"} <= set(CORE_MODULES)
+
+
+def test_core_modules_do_not_import_textual():
+    loaded = _loaded_after("\n".join(f"import {m}" for m in CORE_MODULES))
     assert "textual" not in loaded and "tui" not in loaded
+
+
+def test_layers_hold():
+    """The import-linter contracts of pyproject.toml: stages import only lower stages, the core
+    never the console, the console never torch."""
+    out = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
 
 
 def test_help_does_not_import_torch():
@@ -31,7 +41,7 @@ def test_help_does_not_import_torch():
 
 
 def test_only_the_cli_mentions_the_console():
-    for path in (ROOT / "searchgrpo").glob("*.py"):
+    for path in (ROOT / "searchgrpo").rglob("*.py"):
         text = path.read_text()
         if path.name != "cli.py":
             assert "import tui" not in text and "from tui" not in text, path

@@ -12,18 +12,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from searchgrpo.agent_checkpoints import load_states
-from searchgrpo.chat_client import ChatClient
-from searchgrpo.checker import CheckRequest, Label
-from searchgrpo.collect import collect_to_folder
-from searchgrpo.demo_world import generate_world
+from searchgrpo.agents.chat_client import ChatClient
+from searchgrpo.agents.checker import CheckRequest
+from searchgrpo.agents.llm_checker import LLMChecker
+from searchgrpo.agents.server import EmbeddedServer
+from searchgrpo.agents.verdict_cache import VerdictCache
+from searchgrpo.data.demo_world import generate_world
+from searchgrpo.data.labels import Label
+from searchgrpo.data.questions import write_questions
+from searchgrpo.data.traces import load_states
+from searchgrpo.embedded import embedded_gguf_path
+from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.events import RunFinished, StepFinished
-from searchgrpo.llm_checker import LLMChecker
-from searchgrpo.model import embedded_gguf_path
-from searchgrpo.questions import write_questions
-from searchgrpo.server import EmbeddedServer
-from searchgrpo.trainer import Trainer
-from searchgrpo.verdict_cache import VerdictCache
+from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
 
 SECRET = "sk-test-not-a-real-key"
@@ -168,7 +169,7 @@ def test_a_restarted_server_is_retried_until_it_answers(tmp_path):
 def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, monkeypatch):
     import dataclasses
 
-    import searchgrpo.grpo_step as grpo_step
+    import searchgrpo.train.step as grpo_step
 
     real_generate = grpo_step.generate
 

@@ -6,11 +6,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-import searchgrpo.merge as merge_mod
+import searchgrpo.export.merge as merge_mod
 from searchgrpo.events import MergeFinished, MergeProgress, MergeStarted
-from searchgrpo.merge import MergeRequest, OutputExists, ParityError, run_merge
-from searchgrpo.model import load_policy, resolve_base
-from searchgrpo.trainer import Trainer
+from searchgrpo.export.merge import MergeRequest, OutputExists, ParityError, run_merge
+from searchgrpo.policy.model import load_policy, resolve_base
+from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
 
 

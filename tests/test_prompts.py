@@ -1,7 +1,7 @@
 """Rendering states as prompts and parsing clues."""
 
-from searchgrpo.agent_checkpoints import DocumentRecord, Entity, Goal, RoundState, SearchState
-from searchgrpo.prompts import normalise_clue, parse_clues, render_state
+from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState, SearchState
+from searchgrpo.env.prompts import normalise_clue, parse_clues, render_state
 
 
 def test_parse_clues():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from searchgrpo.config import load_config
-from searchgrpo.decoders import (
+from searchgrpo.policy.decoders import (
     DecodeShortcuts,
     DynamicDecoder,
     FusedDecoder,
@@ -12,19 +12,16 @@ from searchgrpo.decoders import (
     packs_prefix,
     resolve_decoder,
 )
-from searchgrpo.fused_decode import fused_layout
-from searchgrpo.model import load_policy
-from searchgrpo.rollout import (
-    draw,
-    generate,
+from searchgrpo.policy.fused_decode import fused_layout
+from searchgrpo.policy.logprobs import (
     group_logprobs,
-    left_pad,
     make_batch,
     make_group_batch,
-    next_tokens,
     sequence_logprobs,
     shared_prefix_mask,
 )
+from searchgrpo.policy.model import load_policy
+from searchgrpo.policy.sampling import draw, generate, left_pad, next_tokens
 
 
 def _policy(*overrides):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from searchgrpo.corpus import Corpus, Document, load_corpus, write_corpus
+from searchgrpo.data.corpus import Corpus, Document, load_corpus, write_corpus
 from searchgrpo.errors import IssueLog, UserError
-from searchgrpo.search import BM25Search, search_for_corpus, tokenize, top_k_hits
+from searchgrpo.retrieval.search import BM25Search, search_for_corpus, tokenize, top_k_hits
 
 DOCS = [
     Document("d0", "Krallo Systems", "Krallo Systems is a software company founded by Maren Dolvik."),

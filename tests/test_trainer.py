@@ -19,8 +19,8 @@ from searchgrpo.events import (
     event_from_dict,
     event_to_dict,
 )
-from searchgrpo.train_checkpoints import latest_checkpoint, list_checkpoints
-from searchgrpo.trainer import Trainer, TrainerControl
+from searchgrpo.train.checkpoints import latest_checkpoint, list_checkpoints
+from searchgrpo.train.trainer import Trainer, TrainerControl
 from tests.conftest import tiny_config
 
 

@@ -22,8 +22,8 @@ from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from searchgrpo.config import Config
-from searchgrpo.control import TrainerControl
 from searchgrpo.events import CheckpointSaved, RunFailed
+from searchgrpo.train.control import TrainerControl
 from tui import runs
 from tui.failures import report_failure, traceback_text
 from tui.inbox import EventInbox

@@ -1,6 +1,6 @@
 """Eval and merge jobs as the console runs them in worker threads.
 
-The core's `searchgrpo.evaluation` and `searchgrpo.merge` (and torch behind them) are imported
+The core's `searchgrpo.evaluate.round_eval` and `searchgrpo.export.merge` (and torch behind them) are imported
 only here, inside the worker, so the console opens at once. Requests travel as plain dicts of
 `EvalRequest` / `MergeRequest` fields.
 """
@@ -16,28 +16,24 @@ from searchgrpo.events import EventSink
 
 def run_eval_job(cfg: Config, request: dict[str, Any], sink: EventSink, stop: threading.Event) -> str:
     """Score the requested policies; returns the JSON report's path."""
-    from searchgrpo.cli import quiet_libraries
+    from searchgrpo import runs
+    from searchgrpo.evaluate.round_eval import EvalRequest
 
-    quiet_libraries()
-    from searchgrpo.evaluation import EvalRequest, run_eval
-
-    return str(run_eval(cfg, EvalRequest(**request), sink, stop))
+    return str(runs.evaluate(cfg, EvalRequest(**request), sink, stop))
 
 
 def run_merge_job(cfg: Config, request: dict[str, Any], sink: EventSink, stop: threading.Event) -> list[str]:
     """Merge the requested checkpoints; returns the model folders written."""
-    from searchgrpo.cli import quiet_libraries
+    from searchgrpo import runs
+    from searchgrpo.export.merge import MergeRequest
 
-    quiet_libraries()
-    from searchgrpo.merge import MergeRequest, run_merge
-
-    return [str(p) for p in run_merge(cfg, MergeRequest(**request), sink, stop)]
+    return [str(p) for p in runs.merge(cfg, MergeRequest(**request), sink, stop)]
 
 
 def existing_outputs(error: BaseException) -> list[str] | None:
     """The folders named by merge's `OutputExists`, or None for any other error."""
     try:
-        from searchgrpo.merge import OutputExists
+        from searchgrpo.export.merge import OutputExists
     except ImportError:
         return None
     return list(error.paths) if isinstance(error, OutputExists) else None

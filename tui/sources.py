@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from searchgrpo.config import Config
-from searchgrpo.control import TrainerControl
 from searchgrpo.events import EventSink, event_from_dict
+from searchgrpo.train.control import TrainerControl
 
 TrainRunner = Callable[[Config, EventSink, TrainerControl, Optional[Path], bool], Any]
 """(cfg, sink, control, run_dir, resume): runs training to its end, sending events to sink."""
@@ -24,21 +24,11 @@ READ_CHUNK = 4 << 20
 
 
 def run_trainer(cfg: Config, sink: EventSink, control: TrainerControl, run_dir: Path | None, resume: bool) -> None:
-    """Train in this thread. Events also go to runs/<id>/events.jsonl, so another console can
-    attach to this run and it can be replayed later."""
-    from searchgrpo.cli import quiet_libraries
+    """Train in this thread (`searchgrpo.runs.train`: events also go to runs/<id>/events.jsonl, so
+    another console can attach to this run and it can be replayed later)."""
+    from searchgrpo.runs import train
 
-    quiet_libraries()
-    from searchgrpo.sinks import JsonlSink, fanout
-    from searchgrpo.trainer import Trainer
-
-    trainer = Trainer(cfg, control=control, run_dir=run_dir, resume=resume)
-    jsonl = JsonlSink(trainer.run_dir / "events.jsonl")
-    trainer.sink = fanout(jsonl, sink)
-    try:
-        trainer.train()
-    finally:
-        jsonl.close()
+    train(cfg, sink, control, run_dir=run_dir, resume=resume)
 
 
 def events_file(path: str | Path) -> Path:

@@ -10,7 +10,7 @@ import os
 
 import torch
 
-from searchgrpo.train_checkpoints import latest_checkpoint
+from searchgrpo.train.checkpoints import latest_checkpoint
 from tests.conftest import tiny_config
 from tests.reliability.helpers import assert_checkpoint_loads, tiny_world
 from tests.tui.conftest import SIZE, settle

@@ -14,14 +14,15 @@ import threading
 
 import pytest
 
-import searchgrpo.chat_client as chat_client
-from searchgrpo.chat_client import ChatClient, RequestRejected, ServerUnavailable
-from searchgrpo.checker import CheckRequest, Label
+import searchgrpo.agents.chat_client as chat_client
+from searchgrpo.agents.chat_client import ChatClient, RequestRejected, ServerUnavailable
+from searchgrpo.agents.checker import CheckRequest
+from searchgrpo.agents.llm_checker import LLMChecker
+from searchgrpo.data.labels import Label
 from searchgrpo.errors import UserError
 from searchgrpo.events import LogMessage, RunFailed, RunFinished, StepFinished
-from searchgrpo.llm_checker import LLMChecker
-from searchgrpo.train_checkpoints import latest_checkpoint
-from searchgrpo.trainer import Trainer
+from searchgrpo.train.checkpoints import latest_checkpoint
+from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
 from tests.reliability.helpers import SETS, FaultServer, assert_checkpoint_loads, assert_one_error_line, main_in_process
 
@@ -151,7 +152,7 @@ def test_training_survives_server_faults_and_resumes_after_an_outage(server, tmp
     """Part 1: 500s, a slow reply, garbage and a torn reply between steps cost retries, no step.
     Part 2: the server goes down for good: the run stops with one line, its newest checkpoint is
     complete, and once the server is back the run resumes to the end."""
-    import searchgrpo.grpo_step as grpo_step
+    import searchgrpo.train.step as grpo_step
 
     real_generate = grpo_step.generate
 

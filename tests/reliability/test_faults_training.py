@@ -21,18 +21,18 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import searchgrpo.grpo_step as grpo_step_module
-import searchgrpo.train_checkpoints as train_checkpoints
-import searchgrpo.trainer as trainer_module
+import searchgrpo.train.checkpoints as train_checkpoints
+import searchgrpo.train.step as grpo_step_module
+import searchgrpo.train.trainer as trainer_module
 from searchgrpo.events import LogMessage, RunFailed, RunFinished, StepFinished
 from searchgrpo.sinks import read_events
-from searchgrpo.train_checkpoints import (
+from searchgrpo.train.checkpoints import (
     CheckpointWriteError,
     latest_checkpoint,
     list_checkpoints,
     load_training_state,
 )
-from searchgrpo.trainer import Trainer
+from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
 from tests.reliability.helpers import (
     SETS,
@@ -145,16 +145,16 @@ def ctrl_c_after(monkeypatch, step: int) -> None:
 
     The CLI runs in-process (`main`), so the signal meets the real handler of `train --headless`;
     the hook is the console display, which sees every event."""
-    import searchgrpo.sinks as sinks
+    import searchgrpo.terminal as terminal
 
-    class PressCtrlC(sinks.ConsoleSink):
+    class PressCtrlC(terminal.ConsoleSink):
         def __call__(self, event):
             super().__call__(event)
             if isinstance(event, StepFinished) and event.step == step:
                 os.kill(os.getpid(), signal.SIGINT)
                 time.sleep(0.01)  # the handler runs here, in the main thread
 
-    monkeypatch.setattr(sinks, "ConsoleSink", PressCtrlC)
+    monkeypatch.setattr(terminal, "ConsoleSink", PressCtrlC)
 
 
 def test_ctrl_c_once_saves_a_checkpoint_and_exits_0(tmp_path, capsys, monkeypatch):

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from searchgrpo.agent_checkpoints import load_states
-from searchgrpo.collect import collect_to_folder, question_dir_name
 from searchgrpo.config import CheckerConfig, field_docs
+from searchgrpo.data.traces import load_states
+from searchgrpo.episodes.collect import collect_to_folder, question_dir_name
 from searchgrpo.errors import UserError
-from searchgrpo.train_checkpoints import latest_checkpoint
+from searchgrpo.train.checkpoints import latest_checkpoint
 from tests.conftest import tiny_config
 from tests.reliability.helpers import (
     ROOT,
@@ -163,7 +163,7 @@ def test_a_poisoned_checkpoint_is_refused_and_its_payload_never_runs(tmp_path, c
 
 def test_servers_listen_on_127_0_0_1_by_default():
     from searchgrpo import cli
-    from searchgrpo.server import EmbeddedServer
+    from searchgrpo.agents.server import EmbeddedServer
 
     assert inspect.signature(EmbeddedServer.__init__).parameters["host"].default == "127.0.0.1"
     serve_host = inspect.signature(cli.serve).parameters["host"].default
@@ -183,8 +183,8 @@ def _outward_address() -> str | None:
 
 
 def test_the_embedded_server_is_not_reachable_from_another_address():
-    from searchgrpo.model import embedded_gguf_path
-    from searchgrpo.server import EmbeddedServer
+    from searchgrpo.agents.server import EmbeddedServer
+    from searchgrpo.embedded import embedded_gguf_path
 
     outward = _outward_address()
     with EmbeddedServer(embedded_gguf_path(), parallel=1, threads=1) as server:
@@ -205,7 +205,7 @@ def test_the_api_key_never_reaches_a_file_or_the_output(tmp_path, capsys, monkey
     under the run, the eval report or the verdict cache holds it, nor does anything printed."""
     import dataclasses as dc
 
-    import searchgrpo.grpo_step as grpo_step
+    import searchgrpo.train.step as grpo_step
 
     secret = "sk-live-SECRET-7f3a9c1e5b"
     monkeypatch.setenv("SEARCHGRPO_CHECKER_API_KEY", secret)
@@ -281,7 +281,7 @@ def test_hostile_question_ids_stay_inside_the_collect_folder(tmp_path):
 def test_hostile_ids_in_checkpoints_write_nothing_outside_the_run(tmp_path, monkeypatch):
     """Training and eval on checkpoints whose question ids are paths write only under the run
     folder, the eval report and the cache root."""
-    from searchgrpo.trainer import Trainer
+    from searchgrpo.train.trainer import Trainer
     from tests.reliability.helpers import tiny_world
 
     ckpts, corpus = tiny_world(tmp_path)
@@ -297,7 +297,7 @@ def test_hostile_ids_in_checkpoints_write_nothing_outside_the_run(tmp_path, monk
                       "train.save_every=1", "train.eval_every=2", "train.eval_states=2", "train.run_name=r")
     summary = Trainer(cfg).train()
     assert summary.step == 2
-    from searchgrpo.evaluation import EvalRequest, run_eval
+    from searchgrpo.evaluate.round_eval import EvalRequest, run_eval
 
     run_eval(cfg, EvalRequest(checkpoints=[str(latest_checkpoint(summary.run_dir).path)], limit=2,
                               output=str(tmp_path / "report.json")))
@@ -308,7 +308,7 @@ def test_hostile_ids_in_checkpoints_write_nothing_outside_the_run(tmp_path, monk
 
 
 def test_merge_outputs_stay_in_the_output_folder_whatever_the_checkpoint_says(tmp_path):
-    from searchgrpo.merge import MergeRequest, plan
+    from searchgrpo.export.merge import MergeRequest, plan
 
     cfg = tiny_config(tmp_path)
     out = tmp_path / "merged"

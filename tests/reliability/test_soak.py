@@ -42,7 +42,7 @@ def test_thirty_steps_leak_no_descriptor_and_stay_within_the_memory_bound(tmp_pa
 
 
 def test_an_http_checker_leaks_no_socket_or_thread(tmp_path, monkeypatch):
-    import searchgrpo.grpo_step as grpo_step
+    import searchgrpo.train.step as grpo_step
 
     real_generate = grpo_step.generate
     monkeypatch.setattr(grpo_step, "generate", lambda *a, **kw: [

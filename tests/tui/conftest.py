@@ -83,8 +83,8 @@ def eval_report(policies: list[tuple[str, str | None]]) -> dict[str, Any]:
 
 @pytest.fixture
 def fake_eval(monkeypatch):
-    """A stand-in `searchgrpo.evaluation` with the contract's names; records each request."""
-    module = types.ModuleType("searchgrpo.evaluation")
+    """A stand-in `searchgrpo.evaluate.round_eval` with the contract's names; records each request."""
+    module = types.ModuleType("searchgrpo.evaluate.round_eval")
     module.requests = []
     module.error = None
 
@@ -111,16 +111,16 @@ def fake_eval(monkeypatch):
         return path
 
     module.EvalRequest, module.run_eval = EvalRequest, run_eval
-    monkeypatch.setitem(sys.modules, "searchgrpo.evaluation", module)
+    monkeypatch.setitem(sys.modules, "searchgrpo.evaluate.round_eval", module)
     return module
 
 
 @pytest.fixture
 def fake_merge(monkeypatch):
-    """A stand-in `searchgrpo.merge` that refuses to overwrite existing outputs, as the real one does."""
+    """A stand-in `searchgrpo.export.merge` that refuses to overwrite existing outputs, as the real one does."""
     from searchgrpo.errors import UserError
 
-    module = types.ModuleType("searchgrpo.merge")
+    module = types.ModuleType("searchgrpo.export.merge")
     module.requests = []
 
     class OutputExists(UserError):
@@ -149,5 +149,5 @@ def fake_merge(monkeypatch):
         return [Path(o) for o in outputs]
 
     module.OutputExists, module.MergeRequest, module.run_merge = OutputExists, MergeRequest, run_merge
-    monkeypatch.setitem(sys.modules, "searchgrpo.merge", module)
+    monkeypatch.setitem(sys.modules, "searchgrpo.export.merge", module)
     return module

@@ -1,0 +1,2 @@
+"""The frozen agents: the DocumentChecker backends, LLM agents, the chat client, the embedded server
+and the verdict cache."""

@@ -1,0 +1,1 @@
+"""The search-round environment: prompts, clue parsing, the reward and retrieval metrics."""

@@ -1,0 +1,117 @@
+"""The RewardCalculator: a weighted sum of named, separately reported components.
+
+Each component is a count measured on one sample (one clue set run through search and the
+checker); its weight comes from `config.reward`. Both the raw counts and the weighted values are
+kept, so that the console and the event log show why a sample scored what it did.
+
+>>> calc = RewardCalculator.from_weights({"new_important": 1.0, "already_discovered": -0.1})
+>>> calc.combine({"new_important": 2, "already_discovered": 3}).total
+1.7
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from searchgrpo.config import RewardConfig
+from searchgrpo.data.labels import Label
+
+COMPONENTS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RewardConfig))
+"""Component names, in report order (the fields of RewardConfig)."""
+
+
+@dataclass(frozen=True)
+class RewardBreakdown:
+    """One sample's reward and where it came from."""
+
+    counts: dict[str, float]
+    """Raw component values (counts), by name."""
+    weighted: dict[str, float]
+    """Component value times its weight, by name."""
+    total: float
+    """The reward: the sum of the weighted components."""
+
+
+def component_counts(
+    *,
+    retrieved: Iterable[tuple[Label, bool]],
+    duplicate_clues: int,
+    unparsable: bool,
+    clues_written: int,
+    min_clues: int,
+    max_clues: int,
+    long_clues: int = 0,
+    question_copies: int = 0,
+    empty_clues: int = 0,
+    original_new_important: float | None = None,
+) -> dict[str, float]:
+    """Count every component for one sample.
+
+    `retrieved` holds (label, already_discovered) for each distinct document the clues found;
+    `original_new_important` is how many new IMPORTANT documents the state's original clues found
+    (None: no gain is computed).
+
+    >>> c = component_counts(retrieved=[(Label.IMPORTANT, False), (Label.IRRELEVANT, True)],
+    ...                      duplicate_clues=1, unparsable=False, clues_written=5, min_clues=2, max_clues=4,
+    ...                      original_new_important=0)
+    >>> c["new_important"], c["already_discovered"], c["duplicate_clue"], c["clue_count_out_of_bounds"]
+    (1.0, 1.0, 1.0, 1.0)
+    >>> c["gain_over_original"]
+    1.0
+    """
+    counts = dict.fromkeys(COMPONENTS, 0.0)
+    for label, seen in retrieved:
+        if seen:
+            counts["already_discovered"] += 1
+        elif label is Label.IMPORTANT:
+            counts["new_important"] += 1
+        elif label is Label.RELEVANT:
+            counts["new_relevant"] += 1
+        else:
+            counts["irrelevant"] += 1
+    counts["duplicate_clue"] = float(duplicate_clues)
+    counts["unparsable"] = 1.0 if unparsable else 0.0
+    if not unparsable:  # an empty completion is already penalised once
+        counts["clue_count_out_of_bounds"] = float(max(min_clues - clues_written, 0, clues_written - max_clues))
+    counts["long_clue"] = float(long_clues)
+    counts["question_copy"] = float(question_copies)
+    counts["empty_clue"] = float(empty_clues)
+    if original_new_important is not None:
+        counts["gain_over_original"] = counts["new_important"] - original_new_important
+    return counts
+
+
+def copies_question(clue_tokens: list[str], question_tokens: list[str]) -> bool:
+    """A clue copies the question when it holds at least 80% of the question's distinct words and
+    adds at most one of its own.
+
+    >>> copies_question("who founded krallo systems".split(), "who founded krallo systems".split())
+    True
+    >>> copies_question("maren dolvik birthplace".split(), "where was the founder of krallo born".split())
+    False
+    """
+    clue, question = set(clue_tokens), set(question_tokens)
+    if not question:
+        return False
+    return len(clue & question) >= 0.8 * len(question) and len(clue - question) <= 1
+
+
+class RewardCalculator:
+    """Turns component counts into a reward with the configured weights."""
+
+    def __init__(self, weights: RewardConfig) -> None:
+        self.weights = {name: float(getattr(weights, name)) for name in COMPONENTS}
+
+    @classmethod
+    def from_weights(cls, weights: Mapping[str, float]) -> "RewardCalculator":
+        zero = RewardConfig(**dict.fromkeys(COMPONENTS, 0.0))
+        return cls(dataclasses.replace(zero, **weights))
+
+    def combine(self, counts: Mapping[str, float]) -> RewardBreakdown:
+        # "+ 0.0" turns the -0.0 of a zero count times a negative weight into 0.0.
+        weighted = {name: self.weights[name] * float(counts.get(name, 0.0)) + 0.0 for name in COMPONENTS}
+        # Rounded so that equal outcomes give bit-equal rewards, whatever the summation order:
+        # a group of equal rewards must have exactly zero variance.
+        return RewardBreakdown(dict(counts), weighted, round(sum(weighted.values()), 10))

@@ -1,0 +1,363 @@
+"""The baseline multi-agent pass that turns a question set into checkpoints.
+
+For each question it plays up to `max_rounds` rounds of the multi-agent loop with frozen agents
+(a Planner, an Executor and an EntityManager: rule-based from `agents.py` by default, or the LLM
+ones of `llm_agents.py` / the base policy of `policy_executor.py`; BM25 search; a DocumentChecker)
+and writes the states in the contract's format (`agent_checkpoints.py`). Runs that already have a
+`meta.json` are skipped, so an interrupted collect resumes where it stopped; the same inputs and
+seed always give the same checkpoints (the LLM agents answer greedily).
+
+`collect_to_folder` does it for a whole question set: it writes the pooled corpus
+(`corpus.jsonl`), then `checkpoints/`, ready for `data.corpus` and `data.checkpoints`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+from searchgrpo.agents.checker import CheckRequest, DocumentChecker, checker_stats
+from searchgrpo.agents.rules import (
+    RULES_VERSION,
+    RuleEntityManager,
+    RuleExecutor,
+    RulePlanner,
+    merge_documents,
+    names_in,
+    update_goals,
+)
+from searchgrpo.config import Config
+from searchgrpo.data.corpus import Document
+from searchgrpo.data.questions import QuestionRecord
+from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState, RunWriter
+from searchgrpo.errors import DataIssue
+from searchgrpo.fileio import remove_stale_temporaries
+from searchgrpo.retrieval.search import Retriever
+
+
+def planned_sub_goals(question: str) -> tuple[str, ...]:
+    """The rule Planner's decomposition of a question the data gives none for: a goal per entity the
+    question names (two for a comparison), else the named entity and the one it leads to."""
+    names = names_in(question)
+    if len(names) >= 2:
+        return tuple(f"find the document about {n}" for n in names[:2])
+    if names:
+        return (f"find the document about {names[0]}", f"find the document about who or what {names[0]} leads to")
+    return ("find the document about the entity the question names",
+            "find the document about the entity that document leads to")
+
+
+class Planner(Protocol):
+    max_rounds: int
+
+    def next_strategy(self, state: RoundState, round_no: int, last_found_important: bool) -> str: ...
+
+
+class Executor(Protocol):
+    def clues(self, question_id: str, question: str, state: RoundState, round_no: int) -> list[str]: ...
+
+
+class EntityManager(Protocol):
+    def update(self, state: RoundState, question: str, important: list[Document]) -> tuple[Entity, ...]: ...
+
+
+@dataclass(frozen=True)
+class CollectStats:
+    questions: int
+    written: int
+    skipped_existing: int
+    states: int
+    """SEARCH rounds written."""
+
+
+def question_dir_name(question_id: str) -> str:
+    """A file-system-safe folder name for a question id (never a path: no separator, no `..`)."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in question_id)
+    return safe.strip(".") or "question"
+
+
+def _collected_id(meta: Path) -> str | None:
+    """The question id in an existing meta.json (None if absent or unreadable)."""
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    qid = data.get("question_id") if isinstance(data, dict) else None
+    return str(qid) if qid is not None else None
+
+
+def question_run_dir(out_dir: Path, question_id: str) -> tuple[Path, bool]:
+    """(`out_dir/<name>/run_001`, whether that question is already collected there).
+
+    Ids that differ may share a safe name (`a/b`, `a_b`): a folder that already holds another
+    question's run is left alone and this question gets `<name>-<digest of its id>` instead, so
+    no question is taken for collected when it is not.
+    """
+    name = question_dir_name(question_id)
+    run_dir = out_dir / name / "run_001"
+    owner = _collected_id(run_dir / "meta.json")
+    if owner is not None and owner != question_id:
+        digest = hashlib.sha1(question_id.encode("utf-8")).hexdigest()[:10]
+        run_dir = out_dir / f"{name}-{digest}" / "run_001"
+        owner = _collected_id(run_dir / "meta.json")
+    return run_dir, owner == question_id
+
+
+def collect(
+    records: Sequence[QuestionRecord],
+    retriever: Retriever,
+    checker: DocumentChecker,
+    out_dir: Path,
+    *,
+    top_k: int = 5,
+    max_rounds: int = 6,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+    planner: Planner | None = None,
+    executor: Executor | None = None,
+    entity_manager: EntityManager | None = None,
+) -> CollectStats:
+    """Write `out_dir/<question>/run_001/` for every record (see the module docstring).
+    Agents left as None are the rule-based ones."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    planner = planner or RulePlanner(max_rounds)
+    executor = executor or RuleExecutor(seed)
+    entity_manager = entity_manager or RuleEntityManager()
+    written = skipped = states = 0
+    for n, rec in enumerate(records, 1):
+        run_dir, collected = question_run_dir(out_dir, rec.id)
+        if collected:
+            skipped += 1
+        else:
+            remove_stale_temporaries(run_dir)
+            states += _play(rec, retriever, checker, run_dir, planner, executor, entity_manager, top_k)
+            written += 1
+        if progress is not None:
+            progress(n, len(records))
+    return CollectStats(len(records), written, skipped, states)
+
+
+def _play(
+    rec: QuestionRecord,
+    retriever: Retriever,
+    checker: DocumentChecker,
+    run_dir: Path,
+    planner: Planner,
+    executor: Executor,
+    entity_manager: EntityManager,
+    top_k: int,
+) -> int:
+    sub_goals = rec.sub_goals or planned_sub_goals(rec.question)
+    state = RoundState(
+        round=0,
+        sub_goals=tuple(sub_goals),
+        goals=tuple(Goal(f"g{i}", g) for i, g in enumerate(sub_goals, 1)),
+    )
+    writer = RunWriter(run_dir, rec.id, rec.question, rec.answers, tuple(sorted(rec.gold)))
+    corpus = retriever.corpus
+    found_important = False
+    searches = 0
+    for round_no in range(1, planner.max_rounds + 1):
+        strategy = planner.next_strategy(state, round_no, found_important)
+        found_important = False
+        if strategy == "SEARCH":
+            searches += 1
+            clues = executor.clues(rec.id, rec.question, state, round_no)
+            docids: list[str] = []
+            for clue in clues:
+                for hit in retriever.search(clue, top_k):
+                    if hit.docid not in docids:
+                        docids.append(hit.docid)
+            docs = [corpus.get(d) for d in docids]
+            verdicts = checker.check(
+                [CheckRequest(rec.id, rec.question, state.sub_goals, d.docid, d.title, d.text) for d in docs if d]
+            )
+            new_records = [
+                DocumentRecord(d.docid, d.title, v.label.value, v.reason, round_no)
+                for d, v in zip([d for d in docs if d], verdicts)
+            ]
+            known = {d.docid for d in state.documents}
+            n_new_important = sum(1 for r in new_records if r.verdict == "IMPORTANT" and r.docid not in known)
+            found_important = n_new_important > 0
+            discovered = tuple(dict.fromkeys(state.discovered_docids + tuple(docids)))
+            documents = merge_documents(state.documents, new_records)
+            state = replace(
+                state,
+                round=round_no,
+                strategy="SEARCH",
+                clues=tuple(clues),
+                documents=documents,
+                discovered_docids=discovered,
+                context=state.context
+                + (f"round {round_no}: searched {len(clues)} clues, {len(docids)} documents, "
+                   f"{n_new_important} new IMPORTANT",),
+            )
+        elif strategy == "EXTRACT":
+            important = [corpus.get(d.docid) for d in state.documents if d.verdict == "IMPORTANT"]
+            entities = entity_manager.update(state, rec.question, [d for d in important if d])
+            n_important = sum(1 for d in state.documents if d.verdict == "IMPORTANT")
+            state = replace(
+                state,
+                round=round_no,
+                strategy="EXTRACT",
+                clues=(),
+                entities=entities,
+                goals=update_goals(state.goals, n_important),
+                context=state.context + (f"round {round_no}: extracted {len(entities)} entities",),
+            )
+        else:
+            state = replace(
+                state,
+                round=round_no,
+                strategy="ANSWER",
+                clues=(),
+                context=state.context + (f"round {round_no}: answered",),
+            )
+        writer.add_round(state)
+        if strategy == "ANSWER":
+            break
+    writer.finish()
+    return searches
+
+
+
+# --------------------------------------------------------------------------- a whole question set
+
+AGENT_CHOICES = {"planner": ("rule", "llm"), "executor": ("rule", "policy"), "entity_manager": ("rule", "llm")}
+MANIFEST = "collect.json"
+
+
+@dataclass(frozen=True)
+class CollectResult:
+    """Where `collect_to_folder` wrote, and what it did."""
+
+    corpus: Path
+    checkpoints: Path
+    stats: CollectStats
+    fallbacks: dict[str, int]
+    """Per agent, the rounds in which the rule decided because the model's reply was unusable."""
+    checker: dict[str, float]
+    """The checker's counters (`stats()`), empty for one that keeps none."""
+    issues: list[DataIssue] = field(default_factory=list)
+    """Malformed lines of the question set, skipped (under `data.strict` the first one is raised)."""
+
+
+def collect_to_folder(
+    cfg: Config,
+    source: str,
+    out_dir: Path,
+    *,
+    limit: int | None = None,
+    max_rounds: int = 6,
+    seed: int = 0,
+    planner: str = "rule",
+    executor: str = "rule",
+    entity_manager: str = "rule",
+    progress: Callable[[int, int], None] | None = None,
+) -> CollectResult:
+    """Collect checkpoints for the question set `source` (a JSONL path, or `demo`) into `out_dir`.
+
+    The corpus is the pooled documents of the whole set (the demo world: its own corpus), so it
+    does not change when `limit` does; only the first `limit` questions are played. The checker
+    is `cfg.checker` (`gold`: IMPORTANT = the set's gold documents). A folder collected from
+    another source is refused, so that its checkpoints and corpus always belong together.
+    """
+    from searchgrpo.agents.checker import GoldChecker
+    from searchgrpo.config import home_dir
+    from searchgrpo.data.corpus import Corpus, write_corpus
+    from searchgrpo.data.labels import Label, QuestionLabels
+    from searchgrpo.data.questions import load_questions, pooled_corpus
+    from searchgrpo.errors import IssueLog, UserError
+    from searchgrpo.fileio import atomic_write_json
+    from searchgrpo.retrieval.search import search_for_corpus
+
+    for role, choice in (("planner", planner), ("executor", executor), ("entity_manager", entity_manager)):
+        if choice not in AGENT_CHOICES[role]:
+            raise UserError(f"--{role.replace('_', '-')} {choice!r}: expected one of {', '.join(AGENT_CHOICES[role])}")
+    issues = IssueLog(cfg.data.strict)
+    if source == "demo":
+        from searchgrpo.data.demo_world import generate_world
+
+        d = cfg.data.demo
+        world = generate_world(d.questions, d.distractors, d.seed)
+        records, documents = world.questions, world.documents
+        origin = f"demo:q{d.questions}-d{d.distractors}-s{d.seed}"
+    else:
+        records = load_questions(source, issues)
+        documents = pooled_corpus(records)
+        origin = str(Path(source).expanduser().resolve())
+    manifest_path = out_dir / MANIFEST
+    if manifest_path.is_file():
+        try:
+            previous = json.loads(manifest_path.read_text(encoding="utf-8")).get("source")
+        except (ValueError, AttributeError):
+            raise UserError(f"{manifest_path}: not a collect manifest (invalid JSON); "
+                            "choose another --out or delete the file") from None
+        if previous != origin:
+            raise UserError(f"{out_dir} holds a collect of {previous}; choose another --out for {origin}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    corpus_path = out_dir / "corpus.jsonl"
+    if not corpus_path.is_file():
+        write_corpus(corpus_path, documents)
+    atomic_write_json(manifest_path, {"source": origin, "questions": len(records), "documents": len(documents)})
+    selected = records[:limit] if limit else records
+    corpus = Corpus(documents, source=str(corpus_path))
+
+    closers: list[Callable[[], None]] = []
+    try:
+        endpoint = None
+        if cfg.checker.backend == "llm" or "llm" in (planner, entity_manager):
+            from searchgrpo.agents.endpoint import open_endpoint
+
+            endpoint = open_endpoint(cfg)
+            closers.append(endpoint.close)
+        if cfg.checker.backend == "llm":
+            from searchgrpo.agents.endpoint import open_llm_checker
+
+            checker: DocumentChecker = open_llm_checker(cfg, endpoint)
+            closers.insert(0, checker.close)  # type: ignore[attr-defined]
+        else:
+            labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in selected}
+            checker = GoldChecker(corpus, labels)
+        agents: dict[str, Any] = {}
+        if planner == "llm":
+            from searchgrpo.agents.llm_agents import LLMPlanner
+
+            agents["planner"] = LLMPlanner(endpoint.client, endpoint.model, endpoint.structured_output, max_rounds)
+        if entity_manager == "llm":
+            from searchgrpo.agents.llm_agents import LLMEntityManager
+
+            agents["entity_manager"] = LLMEntityManager(endpoint.client, endpoint.model, endpoint.structured_output,
+                                                        cfg.checker.max_doc_chars)
+        if executor == "policy":
+            from searchgrpo.policy.executor import PolicyExecutor
+
+            agents["executor"] = PolicyExecutor(cfg, seed=seed)
+        retriever = search_for_corpus(corpus, cfg.env.search_backend, home_dir(cfg) / "indexes")
+        stats = collect(selected, retriever, checker, out_dir / "checkpoints", top_k=cfg.env.top_k,
+                        max_rounds=max_rounds, seed=seed, progress=progress, **agents)
+        checker_counters = checker_stats(checker) or {}
+    finally:
+        for close in closers:
+            close()
+    fallbacks = {role: agent.fallbacks for role, agent in agents.items()}
+    return CollectResult(corpus_path, out_dir / "checkpoints", stats, fallbacks, checker_counters, issues.issues)
+
+
+def collect_question_set(cfg: Config, questions: Path) -> CollectResult:
+    """`collect_to_folder` with the rule agents into the cache root, keyed by the file's content
+    (used by `eval --questions`: the same file is collected once)."""
+    import hashlib
+
+    from searchgrpo.config import home_dir
+    from searchgrpo.errors import UserError
+
+    if not questions.is_file():
+        raise UserError(f"{questions}: question set not found")
+    digest = hashlib.sha1(questions.read_bytes()).hexdigest()[:12]
+    folder = home_dir(cfg) / "collected" / (
+        f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}-rules{RULES_VERSION}")
+    return collect_to_folder(cfg, str(questions), folder, seed=cfg.train.seed)

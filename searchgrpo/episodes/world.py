@@ -1,0 +1,130 @@
+"""A run's world from the config: its data (corpus, states, labels, split), checker, search and env.
+
+The `llm` checker is opened through `searchgrpo.agents.endpoint`: the embedded llama.cpp server is
+started (or an external server's health is checked) and the verdict cache opened; `close()` on the
+checker releases both.
+
+With `data.checkpoints` and `data.corpus` null, the embedded demo world is used: the first call
+generates it (corpus, questions, and checkpoints from a baseline multi-agent pass) into the cache
+root, atomically, keyed by its size and seed; later calls reuse it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from searchgrpo.agents.checker import DocumentChecker, GoldChecker
+from searchgrpo.agents.endpoint import open_llm_checker
+from searchgrpo.agents.rules import RULES_VERSION
+from searchgrpo.config import Config, DemoConfig, home_dir
+from searchgrpo.data.corpus import Corpus, load_corpus, write_corpus
+from searchgrpo.data.dataset import Dataset
+from searchgrpo.data.demo_world import GENERATOR_VERSION, generate_world
+from searchgrpo.data.labels import Label, QuestionLabels
+from searchgrpo.data.questions import write_questions
+from searchgrpo.data.traces import load_states, split_by_question
+from searchgrpo.env.reward import RewardCalculator
+from searchgrpo.env.search_round import SearchRoundEnv
+from searchgrpo.errors import IssueLog, UserError
+from searchgrpo.fileio import atomic_dir
+from searchgrpo.retrieval.search import Retriever, SparseBM25Search, search_for_corpus
+
+
+@dataclass(frozen=True)
+class DemoPaths:
+    root: Path
+    corpus: Path
+    questions: Path
+    checkpoints: Path
+
+
+def demo_dir(cfg: Config) -> Path:
+    d = cfg.data.demo
+    return home_dir(cfg) / "demo" / f"v{GENERATOR_VERSION}.{RULES_VERSION}-q{d.questions}-d{d.distractors}-s{d.seed}"
+
+
+def build_demo(target: Path, demo: DemoConfig, *, top_k: int = 5, progress: Callable[[int, int], None] | None = None) -> DemoPaths:
+    """Generate the demo world into `target` (atomically) unless it is already there."""
+    paths = DemoPaths(target, target / "corpus.jsonl", target / "questions.jsonl", target / "checkpoints")
+    if paths.checkpoints.is_dir() and paths.corpus.is_file():
+        return paths
+    from searchgrpo.episodes.collect import collect
+
+    try:
+        with atomic_dir(target) as tmp:
+            world = generate_world(demo.questions, demo.distractors, demo.seed)
+            write_corpus(tmp / "corpus.jsonl", world.documents)
+            write_questions(tmp / "questions.jsonl", world.questions)
+            corpus = Corpus(world.documents, source=str(tmp / "corpus.jsonl"))
+            labels = {
+                q.id: QuestionLabels(q.question, dict.fromkeys(q.gold, Label.IMPORTANT)) for q in world.questions
+            }
+            collect(
+                world.questions, SparseBM25Search(corpus), GoldChecker(corpus, labels), tmp / "checkpoints",
+                top_k=top_k, seed=demo.seed, progress=progress,
+            )
+    except FileExistsError:
+        pass  # another process finished it first
+    return paths
+
+
+def resolve_data_paths(cfg: Config, progress: Callable[[int, int], None] | None = None) -> tuple[Path, Path, bool]:
+    """(checkpoints folder, corpus file, whether it is the demo world)."""
+    ckpts, corpus = cfg.data.checkpoints, cfg.data.corpus
+    if ckpts is None and corpus is None:
+        demo = build_demo(demo_dir(cfg), cfg.data.demo, top_k=cfg.env.top_k, progress=progress)
+        return demo.checkpoints, demo.corpus, True
+    if ckpts is None or corpus is None:
+        missing = "data.corpus" if corpus is None else "data.checkpoints"
+        raise UserError(f"{missing} is null: set both data.checkpoints and data.corpus, or neither for the demo world")
+    return Path(ckpts).expanduser(), Path(corpus).expanduser(), False
+
+
+def load_dataset(cfg: Config, *, strict: bool | None = None, progress: Callable[[int, int], None] | None = None) -> Dataset:
+    """Load corpus and states, split by question, and check that states refer to the corpus."""
+    strict = cfg.data.strict if strict is None else strict
+    ckpt_dir, corpus_path, is_demo = resolve_data_paths(cfg, progress)
+    issues = IssueLog(strict)
+    corpus = load_corpus(corpus_path, issues)
+    loaded = load_states(
+        ckpt_dir,
+        min_clues_per_round=cfg.data.min_clues_per_round,
+        max_samples_per_question=cfg.data.max_samples_per_question,
+        strict=strict,
+        seed=cfg.data.split_seed,
+    )
+    issues.issues.extend(loaded.issues.issues)
+    if not loaded.states:
+        raise UserError(
+            f"{ckpt_dir}: no usable SEARCH-round states ({len(loaded.issues)} malformed files, "
+            f"{loaded.rounds_skipped_few_clues} rounds with fewer than data.min_clues_per_round clues)"
+        )
+    train, evals = split_by_question(loaded.states, cfg.data.eval_fraction, cfg.data.split_seed)
+    if not train:
+        raise UserError(f"{ckpt_dir}: every question went to eval; lower data.eval_fraction")
+    return Dataset(corpus, train, evals, loaded.labels, issues, ckpt_dir, corpus_path, is_demo)
+
+
+def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:
+    """The configured checker; an `llm` one owns its server and cache until `close()`."""
+    if cfg.checker.backend == "gold":
+        return GoldChecker(dataset.corpus, dataset.labels)
+    return open_llm_checker(cfg)
+
+
+def make_retriever(cfg: Config, dataset: Dataset) -> Retriever:
+    return search_for_corpus(dataset.corpus, cfg.env.search_backend, home_dir(cfg) / "indexes")
+
+
+def make_env(cfg: Config, dataset: Dataset, checker: DocumentChecker | None = None) -> SearchRoundEnv:
+    return SearchRoundEnv(
+        make_retriever(cfg, dataset),
+        checker or make_checker(cfg, dataset),
+        RewardCalculator(cfg.reward),
+        top_k=cfg.env.top_k,
+        min_clues=cfg.env.min_clues,
+        max_clues=cfg.env.max_clues,
+        max_clue_words=cfg.env.max_clue_words,
+    )

@@ -1,0 +1,1 @@
+"""Export: merging a LoRA checkpoint into a full model that vLLM serves, with a parity check."""

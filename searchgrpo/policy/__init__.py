@@ -1,0 +1,1 @@
+"""The policy: model loading, prompt encoding, sampling, decoders and log-probabilities."""

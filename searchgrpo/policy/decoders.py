@@ -1,0 +1,340 @@
+"""Decode steps: the logits of one new token per row, on a KV cache filled from the prompts.
+
+`generate` (searchgrpo/policy/sampling.py) prefills the prompts once, then calls one of these per token:
+
+- `DynamicDecoder`: transformers' growing cache (the CPU default).
+- `StaticDecoder`: a preallocated `StaticCache` read through the model's own modules with a
+  grouped-query decode attention and `DecodeShortcuts` (lean LoRA and RMSNorm forwards).
+- `FusedDecoder`: the same function computed by `FusedStep` (searchgrpo/policy/fused_decode.py) in
+  fewer kernels, on a cache of its own.
+
+The two static decoders keep every input at a fixed address, so on CUDA the first step runs
+eagerly and is captured as a CUDA graph that later steps replay (`ReplayedDecoder`).
+`resolve_decoder` picks one for a model and device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from typing import Any, Iterator
+
+import torch
+
+from searchgrpo.policy.fused_decode import RMS_NORMS, FusedStep, Unsupported, fused_layout, lora_factors
+
+DECODERS = ("auto", "dynamic", "static", "graph", "fused")
+GROUPED_DECODE = "searchgrpo_grouped_decode"
+
+
+def packs_prefix(model: Any) -> bool:
+    """The attention implementation takes a custom 4D mask: `rollout.group_logprobs`' packed rows
+    and the static decoders' cache mask need one."""
+    return getattr(model.config, "_attn_implementation", "sdpa") in ("sdpa", "eager")
+
+
+def resolve_decoder(model: Any, decoder: str, device: Any) -> str:
+    """`auto`: `fused` on CUDA where the model allows it, else `graph`; the dynamic cache elsewhere.
+
+    The static decoders need a cache with one kind of layer (full attention) and an attention
+    implementation that takes a custom mask; otherwise the dynamic cache is used. `fused` needs a
+    model that `fused_layout` accepts (otherwise `graph`, or `static` off CUDA).
+    """
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
+    on_cuda = torch.device(device).type == "cuda"
+    if decoder == "auto":
+        decoder = "fused" if on_cuda else "dynamic"
+    if decoder == "fused" and fused_layout(model) is None:
+        decoder = "graph"
+    if decoder == "graph" and not on_cuda:
+        decoder = "static"
+    config = model.config
+    layer_types = set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"])
+    if decoder != "dynamic" and (layer_types != {"full_attention"} or not packs_prefix(model)):
+        decoder = "dynamic"
+    return decoder
+
+
+def grouped_decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                             attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                             **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """Attention for one new token per row over a static cache, reading each KV head once.
+
+    With a mask, transformers' SDPA path first copies K and V once per query head (grouped-query
+    models have several query heads per KV head), which multiplies the bytes a decode step reads.
+    Here the query heads of a group share one matmul against their KV head. `attention_mask` is a
+    boolean [B, 1, 1, L] mask of the cache slots to attend to. Longer queries (prefill) go to SDPA.
+    """
+    batch, heads, length, dim = query.shape
+    if length != 1:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    kv_heads = key.shape[1]
+    scale = scaling if scaling is not None else dim ** -0.5
+    q = query.reshape(batch, kv_heads, heads // kv_heads, dim)
+    scores = torch.matmul(q, key.transpose(-1, -2)).float() * scale  # [B, KV, group, L]
+    scores = scores.masked_fill(~attention_mask.reshape(batch, 1, 1, -1), float("-inf"))
+    out = torch.matmul(torch.softmax(scores, dim=-1).to(value.dtype), value)  # [B, KV, group, D]
+    return out.reshape(batch, 1, heads, dim), None
+
+
+@contextlib.contextmanager
+def attention_implementation(model: Any, name: str) -> Iterator[None]:
+    """Run `model` with another registered attention function, then restore its own."""
+    from transformers import AttentionInterface
+
+    if name not in AttentionInterface._global_mapping:
+        AttentionInterface.register(name, grouped_decode_attention)
+    config = model.config
+    saved = config._attn_implementation
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = saved
+
+
+class DynamicDecoder:
+    """Decode steps on transformers' dynamic cache, which grows by one slot per step."""
+
+    def __init__(self, model: Any, prefix_cache: Any, prompt_mask: torch.Tensor, k: int) -> None:
+        self.model = model
+        self.cache = prefix_cache
+        self.cache.batch_repeat_interleave(k)
+        self.mask = prompt_mask.repeat_interleave(k, dim=0)
+        self.position = prompt_mask.sum(dim=1).repeat_interleave(k)
+        self.cache_arg = cache_argument(model)
+
+    def __call__(self, token: torch.Tensor) -> torch.Tensor:
+        """Logits [B, V] for the position after `token` [B]."""
+        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        out = self.model(
+            input_ids=token.unsqueeze(1),
+            attention_mask=self.mask,
+            position_ids=self.position.unsqueeze(1),
+            use_cache=True,
+            **{self.cache_arg: self.cache},
+        )
+        self.position = self.position + 1
+        return out.logits[:, -1, :]
+
+
+class DecodeShortcuts:
+    """Leaner forwards for decode steps: the same functions in fewer GPU kernels.
+
+    A decode step is a few thousand small kernels, so on a GPU their count, not the bytes they
+    move, sets much of its time. While `applied`:
+
+    - a LoRA layer with one plain adapter computes base(x) + (x A^T)(scaling B)^T in the compute
+      dtype: a matmul and a fused multiply-add, where peft casts to the adapter's float32, runs two
+      matmuls, scales, adds and casts back;
+    - a Llama-style RMSNorm runs as torch's `rms_norm` (one kernel on CUDA) instead of eight.
+
+    The results differ from the full forward by rounding only (the adapter's weights rounded to
+    the compute dtype; the norm's weight applied before the one rounding instead of after).
+    """
+
+    def __init__(self, model: Any, dtype: torch.dtype) -> None:
+        from peft.tuners.lora import LoraLayer
+
+        self.forwards: dict[Any, Any] = {}
+        for module in model.modules():
+            forward = None
+            if isinstance(module, LoraLayer):
+                forward = _lean_lora(module, dtype)
+            elif type(module).__name__ in RMS_NORMS and hasattr(module, "variance_epsilon"):
+                forward = _fused_rms_norm(module)
+            if forward is not None:
+                self.forwards[module] = forward
+
+    @contextlib.contextmanager
+    def applied(self) -> Iterator[None]:
+        for module, forward in self.forwards.items():
+            module.forward = forward
+        try:
+            yield
+        finally:
+            for module in self.forwards:
+                del module.forward
+
+
+def _lean_lora(module: Any, dtype: torch.dtype) -> Any:
+    try:
+        factors = lora_factors(module, dtype)
+    except Unsupported:
+        return None
+    if factors is None:
+        return None
+    a, b = factors
+    base = module.base_layer
+
+    def forward(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        out = base(x, *args, **kwargs)
+        low = x.reshape(-1, x.shape[-1]).to(dtype) @ a
+        out.view(-1, out.shape[-1]).addmm_(low, b)  # in place: no copy of the base output
+        return out
+
+    return forward
+
+
+def _fused_rms_norm(module: Any) -> Any:
+    weight, eps = module.weight, module.variance_epsilon
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
+
+    return forward
+
+
+@functools.cache
+def warmup_stream(device: torch.device) -> torch.cuda.Stream:
+    """One side stream per device for the eager step before a capture, created once.
+
+    PyTorch keeps a cuBLAS workspace (32 MiB on Hopper) for every stream that has run a matrix
+    product, for the life of the process: a fresh stream per sampling call held 32 MiB more GPU
+    memory after every training step.
+    """
+    return torch.cuda.Stream(device)
+
+
+class ReplayedDecoder:
+    """Decode steps whose every input sits at a fixed address with a fixed shape.
+
+    Subclasses hold a preallocated cache of `width + max_new_tokens` slots per row and implement
+    `_forward` (logits for `self.token` at `self.position`) and `_reveal` (let attention see one
+    more cache slot). Because nothing changes shape, with `graph` the first step runs eagerly and
+    is then captured as a CUDA graph, which every later step replays: one launch instead of a few
+    thousand small kernels launched from Python.
+    """
+
+    def __init__(self, prompt_mask: torch.Tensor, k: int, graph: bool) -> None:
+        rows = prompt_mask.shape[0] * k
+        self.column = prompt_mask.shape[1]
+        self.token = torch.zeros(rows, 1, dtype=torch.long, device=prompt_mask.device)
+        self.position = prompt_mask.sum(dim=1).repeat_interleave(k).unsqueeze(1).clone()
+        self.use_graph = graph
+        self.graph: Any = None
+        self.logits: torch.Tensor | None = None
+
+    def _forward(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _reveal(self, column: int) -> None:
+        raise NotImplementedError
+
+    def _run_and_capture(self) -> torch.Tensor:
+        """Run this step eagerly on a side stream (the warm-up a capture needs), then capture it."""
+        stream = warmup_stream(self.token.device)
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            logits = self._forward()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):  # records the step without running it
+            self.logits = self._forward()
+        return logits
+
+    def __call__(self, token: torch.Tensor) -> torch.Tensor:
+        """Logits [B, V] for the position after `token` [B]."""
+        self.token.copy_(token.unsqueeze(1))
+        self._reveal(self.column)
+        if self.graph is not None:
+            self.graph.replay()
+            logits = self.logits
+        elif self.use_graph:
+            logits = self._run_and_capture()
+        else:
+            logits = self._forward()
+        self.column += 1
+        self.position += 1
+        assert logits is not None
+        return logits
+
+
+class StaticDecoder(ReplayedDecoder):
+    """Decode steps through the model's own modules on transformers' `StaticCache`.
+
+    The prompts' cache is copied into a `StaticCache` of P + max_new_tokens slots per row; each
+    step writes the new token's keys and values into the next slot and attends through a boolean
+    [B, 1, 1, L] mask of the filled slots (`grouped_decode_attention`), with `DecodeShortcuts`
+    applied.
+    """
+
+    def __init__(self, model: Any, prefix_cache: Any, prompt_mask: torch.Tensor, k: int, max_new_tokens: int, *,
+                 graph: bool, shortcuts: bool = True) -> None:
+        from transformers import StaticCache
+
+        super().__init__(prompt_mask, k, graph)
+        width = prompt_mask.shape[1]
+        self.model = model
+        self.cache = StaticCache(config=model.config, max_cache_len=width + max_new_tokens)
+        for layer, prefix in zip(self.cache.layers, prefix_cache.layers):
+            layer.update(prefix.keys.repeat_interleave(k, dim=0), prefix.values.repeat_interleave(k, dim=0))
+        self.visible = torch.zeros(len(self.token), 1, 1, width + max_new_tokens, dtype=torch.bool,
+                                   device=prompt_mask.device)
+        self.visible[:, 0, 0, :width] = prompt_mask.repeat_interleave(k, dim=0).bool()
+        self.cache_arg = cache_argument(model)
+        self.shortcuts = DecodeShortcuts(model, model.get_input_embeddings().weight.dtype) if shortcuts else None
+
+    def _reveal(self, column: int) -> None:
+        self.visible[:, :, :, column] = True
+
+    def _forward(self) -> torch.Tensor:
+        lean = self.shortcuts.applied() if self.shortcuts is not None else contextlib.nullcontext()
+        with attention_implementation(self.model, GROUPED_DECODE), lean:
+            out = self.model(
+                input_ids=self.token,
+                attention_mask=self.visible,
+                position_ids=self.position,
+                use_cache=True,
+                **{self.cache_arg: self.cache},
+            )
+        return out.logits[:, -1, :]
+
+
+class FusedDecoder(ReplayedDecoder):
+    """Decode steps through `FusedStep` (the same function in fewer kernels) on a cache of its own.
+
+    Each layer's keys and values are [B, KV, L, D] tensors, L = P + max_new_tokens rounded up
+    to a multiple of 16 (the alignment the fused attention kernel wants for its mask); attention
+    sees the slots where an additive mask [B, 1, 1, L] is zero.
+    """
+
+    def __init__(self, model: Any, prefix_cache: Any, prompt_mask: torch.Tensor, k: int, max_new_tokens: int, *,
+                 graph: bool) -> None:
+        super().__init__(prompt_mask, k, graph)
+        layout = fused_layout(model)
+        if layout is None:
+            raise ValueError(f"{type(model).__name__}: not a model that FusedStep reproduces")
+        self.step = FusedStep(layout)
+        groups, width = prompt_mask.shape
+        length = -(-(width + max_new_tokens) // 16) * 16
+        rows, kv_heads, _, dim = shape = self.step.cache_shape(len(self.token), length)
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        for prefix in prefix_cache.layers:
+            for cache, source in ((self.keys, prefix.keys), (self.values, prefix.values)):
+                # Zeros, not garbage: masked slots still meet V with a weight of exactly 0.
+                tensor = torch.zeros(shape, dtype=source.dtype, device=source.device)
+                tensor.view(groups, k, kv_heads, length, dim)[:, :, :, :width] = source.unsqueeze(1)
+                cache.append(tensor)
+        self.mask = torch.full((rows, 1, 1, length), float("-inf"), dtype=layout.dtype, device=prompt_mask.device)
+        self.mask[:, 0, 0, :width].masked_fill_(prompt_mask.repeat_interleave(k, dim=0).bool(), 0.0)
+        self.slot = torch.zeros(1, dtype=torch.long, device=prompt_mask.device)
+
+    def _reveal(self, column: int) -> None:
+        self.mask[:, :, :, column] = 0.0
+        self.slot.fill_(column)
+
+    def _forward(self) -> torch.Tensor:
+        return self.step(self.token, self.position, self.keys, self.values, self.mask, self.slot)
+
+
+def cache_argument(model: Any) -> str:
+    """The forward() keyword that takes a KV cache: `cache` in transformers 5, else `past_key_values`."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"

@@ -1,0 +1,229 @@
+"""Loading the policy: the base model (HF folder, GGUF, hub id, embedded or tiny) plus LoRA.
+
+- `resolve_base` turns `model.base` into a local Hugging Face folder. GGUF files, the embedded
+  SmolLM2 among them, are de-quantised once by transformers (through the `gguf` package), copied
+  into a fresh model and cached as safetensors under the cache root, so later loads take seconds.
+- `load_policy` loads that folder in the configured dtype and device (4-bit through bitsandbytes
+  on CUDA only), attaches a peft LoRA adapter, and enables gradient checkpointing if asked.
+- The reference policy is the same weights with the adapter disabled (`reference_mode`), never a
+  second copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from searchgrpo.config import Config, ModelConfig, home_dir
+from searchgrpo.embedded import EMBEDDED, EMBEDDED_NAME, embedded_gguf_path
+from searchgrpo.errors import UserError
+from searchgrpo.fileio import atomic_dir
+
+TINY = "tiny"
+
+
+@dataclass(frozen=True)
+class BaseModel:
+    """A base model resolved to a local folder."""
+
+    path: Path
+    """A Hugging Face model folder (config, safetensors, tokenizer)."""
+    name: str
+    """A short name for outputs: `{name}-grpo-step{N}`."""
+    spec: str
+    """`model.base` as configured."""
+
+
+def _file_key(path: Path) -> str:
+    st = path.stat()
+    return hashlib.sha1(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:10]
+
+
+def resolve_base(cfg: Config) -> BaseModel:
+    """Map `model.base` to a local Hugging Face folder, converting or building it if needed."""
+    spec = cfg.model.base
+    cache = home_dir(cfg) / "models"
+    if spec == EMBEDDED:
+        gguf = embedded_gguf_path()
+        return BaseModel(convert_gguf(gguf, cache / f"{EMBEDDED_NAME}-{_file_key(gguf)}"), EMBEDDED_NAME, spec)
+    if spec == TINY:
+        from searchgrpo.policy.tiny import ensure_tiny_model
+
+        return BaseModel(ensure_tiny_model(cache / "tiny-v1"), "tiny", spec)
+    path = Path(spec).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise UserError(f"model.base: GGUF file {path} not found")
+        return BaseModel(convert_gguf(path, cache / f"{path.stem}-{_file_key(path)}"), path.stem.split(".")[0], spec)
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise UserError(f"model.base: {path} is not a Hugging Face model folder (no config.json)")
+        return BaseModel(path, path.resolve().name, spec)
+    if spec.startswith((".", "/", "~")):
+        raise UserError(f"model.base: folder {path} not found")
+    try:
+        from huggingface_hub import snapshot_download
+
+        local = snapshot_download(spec)
+    except Exception as exc:  # network, auth, unknown repo: all one line for the user
+        raise UserError(f"model.base: could not fetch hub model {spec!r} ({type(exc).__name__}); "
+                        "give a local folder or a .gguf file instead") from None
+    return BaseModel(Path(local), spec.split("/")[-1], spec)
+
+
+def convert_gguf(gguf: Path, target: Path) -> Path:
+    """De-quantise a GGUF model once into a cached Hugging Face folder (safetensors)."""
+    if (target / "config.json").is_file():
+        return target
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        with atomic_dir(target, overwrite=False) as tmp:
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+            # A model loaded from GGUF cannot save_pretrained as it is: copy into a fresh one.
+            config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+            fresh.load_state_dict(loaded.state_dict())
+            fresh.generation_config = loaded.generation_config
+            fresh.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            (tmp / "searchgrpo_source.json").write_text(json.dumps({"gguf": str(gguf)}))
+    except FileExistsError:
+        pass  # another process finished the same folder first
+    return target
+
+
+def resolve_device(mc: ModelConfig) -> "Any":
+    import torch
+
+    if mc.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if mc.device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"model.device = {mc.device!r} but CUDA is not available here; use cpu or auto")
+    return torch.device(mc.device)
+
+
+def resolve_dtype(mc: ModelConfig, device: Any) -> "Any":
+    import torch
+
+    if mc.dtype != "auto":
+        return getattr(torch, mc.dtype)
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+@dataclass
+class Policy:
+    """The trainable policy: base + LoRA, its tokenizer and where it runs."""
+
+    model: Any
+    tokenizer: Any
+    base: BaseModel
+    device: Any
+    dtype: Any
+
+    @contextlib.contextmanager
+    def reference_mode(self) -> Iterator[None]:
+        """The frozen reference: the same weights with the LoRA adapter switched off."""
+        with self.model.disable_adapter():
+            yield
+
+    def trainable_parameters(self) -> list[Any]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+
+def load_tokenizer(path: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    if not tokenizer.chat_template:
+        raise UserError(f"model.base: the tokenizer in {path} has no chat template; use an instruct model")
+    return tokenizer
+
+
+def load_base_model(cfg: Config, base: BaseModel, device: Any, dtype: Any) -> Any:
+    """The frozen base model on `device`, in `dtype` (or 4-bit)."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": cfg.model.attn_implementation}
+    if cfg.model.load_in_4bit:
+        if device.type != "cuda":
+            raise UserError("model.load_in_4bit = true needs a CUDA device; set it to false on CPU")
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise UserError("model.load_in_4bit = true needs bitsandbytes: pip install 'searchgrpo[gpu]'")
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype, bnb_4bit_use_double_quant=True
+        )
+        kwargs["device_map"] = {"": device.index or 0}
+    model = AutoModelForCausalLM.from_pretrained(str(base.path), **kwargs)
+    if not cfg.model.load_in_4bit:
+        model.to(device)
+    return model
+
+
+def attach_lora(cfg: Config, model: Any) -> Any:
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+
+    # A 4-bit base is not passed through peft's prepare_model_for_kbit_training: that upcasts every
+    # weight left unquantised (embeddings, output head, norms) to float32, about 5 GB more for an
+    # 8B model with a 152k vocabulary, and float32 activations. The base stays frozen in its
+    # compute dtype; gradient checkpointing is enabled below as for a 16-bit base.
+    targets: Any = cfg.lora.target_modules
+    if targets == ["all-linear"]:
+        targets = "all-linear"
+    lora = PeftLoraConfig(
+        r=cfg.lora.r,
+        lora_alpha=cfg.lora.alpha,
+        lora_dropout=cfg.lora.dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+        bias="none",
+    )
+    try:
+        model = get_peft_model(model, lora)
+    except ValueError as exc:
+        raise UserError(f"lora.target_modules = {cfg.lora.target_modules}: {str(exc).splitlines()[0]}") from None
+    if cfg.model.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+    return model
+
+
+def load_policy(cfg: Config, adapter: Path | None = None, device: Any = None) -> Policy:
+    """Base + a new LoRA adapter (seeded by train.seed), or the adapter saved in `adapter`.
+
+    `device` overrides model.device (a data-parallel rank passes its own GPU)."""
+    import torch
+
+    base = resolve_base(cfg)
+    device = device or resolve_device(cfg.model)
+    dtype = resolve_dtype(cfg.model, device)
+    tokenizer = load_tokenizer(base.path)
+    model = load_base_model(cfg, base, device, dtype)
+    if adapter is None:
+        torch.manual_seed(cfg.train.seed)
+        model = attach_lora(cfg, model)
+    else:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
+        if cfg.model.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.enable_input_require_grads()
+    # peft keeps adapter weights in float32 on a 16-bit base (autocast_adapter_dtype).
+    model.config.use_cache = False
+    return Policy(model, tokenizer, base, device, dtype)

@@ -1,0 +1,207 @@
+"""One front door per job: train, eval, merge and collect as the CLI, the console and the
+benchmarks all run them, and how runs are found on disk.
+
+- `newest_run` / `find_run_to_resume` / `run_checkpoints`: the one definition of "the newest run"
+  (the run folder whose config.yaml was written last) and of a run's checkpoints.
+- `train`: a Trainer whose events go to the caller's sink and to `runs/<id>/events.jsonl` (rank 0
+  only), so that a console can attach to the run and replay it later.
+- `evaluate`, `merge`: the eval and merge jobs, with the libraries' chatter silenced.
+- `launch_data_parallel`: re-run a `searchgrpo train` command line under torchrun.
+- `stop_on_signals`: Ctrl-C / SIGTERM ask a run to stop with a checkpoint; a second one aborts.
+
+Heavy modules (torch, transformers) are imported inside the functions, so the console and
+`searchgrpo --help` start at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from searchgrpo.config import Config
+from searchgrpo.errors import UserError
+from searchgrpo.events import EventSink
+from searchgrpo.train.control import TrainerControl
+
+
+def quiet_libraries() -> None:
+    """Keep library progress bars and deprecation chatter out of the terminal and the console."""
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module="peft")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+# --------------------------------------------------------------------------- finding runs
+
+
+def is_run(path: Path) -> bool:
+    """A run folder is one with the config.yaml the trainer writes at its start."""
+    return (path / "config.yaml").is_file()
+
+
+def newest_run(output_dir: str | Path, *, with_checkpoints: bool = False) -> Path | None:
+    """The run under `output_dir` whose config.yaml was written last (optionally: among the runs
+    with at least one complete checkpoint); None if there is none."""
+    out = Path(output_dir)
+    candidates = [p for p in out.iterdir() if is_run(p)] if out.is_dir() else []
+    if with_checkpoints:
+        candidates = [p for p in candidates if run_checkpoints(p)]
+    return max(candidates, key=lambda p: (p / "config.yaml").stat().st_mtime) if candidates else None
+
+
+def find_run_to_resume(cfg: Config, run_dir: Path | None) -> Path:
+    """`run_dir` if given, else `train.run_name`'s folder, else the newest run; one clear line if none."""
+    if run_dir is not None:
+        if not is_run(run_dir):
+            raise UserError(f"{run_dir}: not a run folder (no config.yaml)")
+        return run_dir
+    out = Path(cfg.train.output_dir)
+    if cfg.train.run_name:
+        named = out / cfg.train.run_name
+        if is_run(named):
+            return named
+        raise UserError(f"{named}: no run to resume (train.run_name = {cfg.train.run_name!r})")
+    newest = newest_run(out)
+    if newest is None:
+        raise UserError(f"{out}: no run to resume; start one without --resume")
+    return newest
+
+
+def run_checkpoints(run_dir: str | Path | None) -> list[Any]:
+    """The run's complete checkpoints (`CheckpointInfo`), oldest first. Only reads: a run may be
+    writing a checkpoint right now."""
+    if run_dir is None:
+        return []
+    from searchgrpo.train.checkpoints import list_checkpoints
+
+    return list_checkpoints(Path(run_dir))
+
+
+# --------------------------------------------------------------------------- train
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    summary: Any
+    """The trainer's `RunSummary`."""
+    events_dropped: int = 0
+    """events.jsonl lines that could not be written (a full disk); checkpoints are separate."""
+    events_error: str = ""
+
+
+def train(cfg: Config, sink: EventSink, control: TrainerControl | None = None, *, run_dir: Path | None = None,
+          resume: bool = False, on_trainer: Callable[[Any], None] | None = None) -> TrainResult:
+    """Run training to its end. Every event goes to `sink` and, on rank 0, to events.jsonl.
+
+    `on_trainer` is called with the Trainer before it starts (the CLI uses it to report where an
+    aborted run's newest checkpoint is).
+    """
+    quiet_libraries()
+    from searchgrpo.errors import one_line
+    from searchgrpo.sinks import JsonlSink, fanout
+    from searchgrpo.train.trainer import Trainer
+
+    trainer = Trainer(cfg, control=control, run_dir=run_dir, resume=resume)
+    jsonl = None
+    if trainer.dist.is_main:  # one event log per job
+        jsonl = JsonlSink(trainer.run_dir / "events.jsonl")
+        trainer.sink = fanout(jsonl, sink)
+    if on_trainer is not None:
+        on_trainer(trainer)
+    try:
+        summary = trainer.train()
+    finally:
+        if jsonl is not None:
+            jsonl.close()
+    if jsonl is None:
+        return TrainResult(summary)
+    error = one_line(jsonl.error.strerror or jsonl.error) if jsonl.error else ""
+    return TrainResult(summary, jsonl.dropped, error)
+
+
+def newest_checkpoint_note(trainer: Any) -> str:
+    """Where an aborted run can be resumed from, in words."""
+    from searchgrpo.train.checkpoints import latest_checkpoint
+
+    info = latest_checkpoint(trainer.run_dir) if trainer.dist.is_main else None
+    return f"the newest complete checkpoint is {info.path}" if info else "no checkpoint was written yet"
+
+
+@contextlib.contextmanager
+def stop_on_signals(control: TrainerControl, notify: Callable[[str], None]) -> Iterator[None]:
+    """While inside: SIGINT/SIGTERM ask the run to stop after this step with a checkpoint; a second
+    signal raises KeyboardInterrupt (no checkpoint for the step in progress)."""
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if control.stop.is_set():
+            raise KeyboardInterrupt
+        control.stop.set()
+        notify(f"{signal.Signals(signum).name}: stopping after this step with a checkpoint (again to abort)")
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def launch_data_parallel(argv: Sequence[str], num_processes: int) -> int:
+    """Re-run the `searchgrpo` command line `argv` (without the program name) in `num_processes`
+    processes under torchrun, headless; returns torchrun's exit code."""
+    args, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--num-processes":
+            skip = True
+        elif not arg.startswith("--num-processes="):
+            args.append(arg)
+    if "--headless" not in args:
+        args.append("--headless")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
+           "-m", "searchgrpo", *args]
+    return subprocess.call(cmd)
+
+
+# --------------------------------------------------------------------------- eval and merge
+
+
+def evaluate(cfg: Config, request: Any, sink: EventSink | None = None, stop: threading.Event | None = None) -> Path:
+    """Score the requested policies (`EvalRequest`) and write the JSON report; returns its path."""
+    quiet_libraries()
+    from searchgrpo.evaluate.round_eval import run_eval
+
+    return run_eval(cfg, request, sink, stop)
+
+
+def merge(cfg: Config, request: Any, sink: EventSink | None = None, stop: threading.Event | None = None) -> list[Path]:
+    """Merge the requested checkpoints (`MergeRequest`; with neither checkpoints nor a run folder,
+    every checkpoint of the newest run that has some); returns the model folders written."""
+    import dataclasses
+
+    quiet_libraries()
+    from searchgrpo.export.merge import run_merge
+
+    if not request.checkpoints and not request.run_dir:
+        out = Path(cfg.train.output_dir)
+        run_dir = newest_run(out, with_checkpoints=True)
+        if run_dir is None:
+            raise UserError(f"{out}: no runs with checkpoints; give --run-dir or --checkpoint")
+        request = dataclasses.replace(request, run_dir=str(run_dir))
+    return run_merge(cfg, request, sink, stop)

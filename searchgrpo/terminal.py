@@ -1,0 +1,182 @@
+"""What the terminal shows while a job runs: training progress, eval, merge and collect progress.
+
+Each renderer is an event sink (or a progress callback) built on rich. `ConsoleSink` renders
+headless training: a progress bar, one line per step, and notices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from rich.markup import escape
+
+from searchgrpo.errors import one_line
+from searchgrpo.events import (
+    CheckpointSaved,
+    EvalFinished,
+    EvalProgress,
+    EvalStarted,
+    EventSink,
+    GroupScored,
+    LogMessage,
+    MergeFinished,
+    MergeProgress,
+    MergeStarted,
+    RunFailed,
+    RunFinished,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    StepFinished,
+)
+
+
+def print_line(console: Any, text: str) -> None:
+    """One message as one line, never wrapped at 80 columns nor read as markup."""
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+class ConsoleSink:
+    """Headless progress on the terminal: a progress bar, one line per step, and notices."""
+
+    def __init__(self, console: Any = None, every: int = 1) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.console = console or Console(stderr=True)
+        self.every = max(every, 1)
+        self._progress = Progress(
+            TextColumn("[bold]train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=self.console,
+            transient=False,
+        )
+        self._task: Any = None
+        self._groups: list[GroupScored] = []
+
+    def _line(self, text: str) -> None:
+        # soft_wrap: one message stays one line in a log file (rich would wrap it at 80 columns).
+        self.console.print(text, highlight=False, soft_wrap=True)
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, RunStarted):
+            verb = "resuming" if event.start_step else "starting"
+            self._line(
+                f"[bold]{verb}[/] run {escape(event.run_id)} on {event.device}: {escape(event.base_model)}, "
+                f"{event.num_train_states} train / {event.num_eval_states} eval states, "
+                f"{event.total_steps} steps -> {escape(event.run_dir)}"
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("train", total=event.total_steps, completed=event.start_step, status="")
+        elif isinstance(event, GroupScored):
+            self._groups.append(event)
+        elif isinstance(event, StepFinished):
+            m = event.metrics
+            status = f"reward {m.get('reward/mean', 0):+.3f}  loss {m.get('loss/total', 0):+.4f}  {m.get('time/step', 0):.1f}s/step"
+            if self._task is not None:
+                self._progress.update(self._task, completed=event.step, status=status)
+            if event.step % self.every == 0:
+                self._line(
+                    f"step {event.step:>5}/{event.total_steps}  reward {m.get('reward/mean', 0):+.3f}"
+                    f" ±{m.get('reward/std', 0):.3f}  zero-std {m.get('reward/frac_zero_std', 0):.2f}"
+                    f"  loss {m.get('loss/total', 0):+.4f}  kl {m.get('loss/kl', 0):.4f}"
+                    f"  clip {m.get('loss/clip_frac', 0):.3f}  {m.get('time/step', 0):.1f}s"
+                    + checker_summary(m)
+                )
+            self._groups.clear()
+        elif isinstance(event, EvalFinished):
+            m = event.metrics
+            self._line(
+                f"[cyan]eval[/] step {event.step}: reward {m.get('eval/reward_mean', 0):+.3f}, "
+                f"IMPORTANT discovery {m.get('eval/important_discovery', 0):.3f} "
+                f"over {int(m.get('eval/states', 0))} states"
+            )
+        elif isinstance(event, CheckpointSaved):
+            self._line(f"[green]checkpoint[/] step {event.step} -> {escape(event.path)}")
+        elif isinstance(event, RunPaused):
+            self._line(f"paused at step {event.step}")
+        elif isinstance(event, RunResumed):
+            self._line(f"resumed at step {event.step}")
+        elif isinstance(event, LogMessage):
+            style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
+            self._line(f"[{style}]{escape(event.level)}[/]: {escape(one_line(event.text))}")
+        elif isinstance(event, RunFinished):
+            self._progress.stop()
+            self._line(f"[bold]run {event.reason}[/] at step {event.step}")
+        elif isinstance(event, RunFailed):
+            self._progress.stop()
+            self._line(f"[bold red]run failed[/] at step {event.step}: {escape(one_line(event.error))}")
+
+
+
+def checker_summary(metrics: dict[str, float]) -> str:
+    """The step line's checker part, for checkers that report `checker/*` metrics ('' otherwise)."""
+    if "checker/calls" not in metrics:
+        return ""
+    text = (f"  checker {int(metrics['checker/calls'])} calls, {metrics.get('checker/cache_hit_rate', 0):.0%} cached, "
+            f"{metrics.get('checker/latency_ms', 0):.0f} ms/call, {metrics.get('checker/time_s', 0):.1f}s")
+    failures, unparsable = int(metrics.get("checker/failures", 0)), int(metrics.get("checker/unparsable", 0))
+    if failures:
+        text += f", {failures} retried"
+    if unparsable:
+        text += f", {unparsable} unparsable"
+    return text
+
+
+@contextlib.contextmanager
+def eval_progress(console: Any) -> Iterator[EventSink]:
+    """A sink that shows one progress bar per evaluated policy (and warnings above them)."""
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True) as progress:
+        tasks: dict[str, Any] = {}
+
+        def sink(event: Any) -> None:
+            if isinstance(event, EvalStarted):
+                for name in event.policies:
+                    tasks[name] = progress.add_task(f"eval {name}", total=event.states)
+            elif isinstance(event, EvalProgress) and event.policy in tasks:
+                progress.update(tasks[event.policy], completed=event.done)
+            elif isinstance(event, LogMessage):
+                print_line(progress.console, f"{event.level}: {one_line(event.text)}")
+
+        yield sink
+
+
+@contextlib.contextmanager
+def merge_progress(console: Any, finished: list[MergeFinished]) -> Iterator[EventSink]:
+    """A sink that shows one progress bar per merged checkpoint; MergeFinished goes to `finished`."""
+    from rich.progress import Progress
+
+    with Progress(console=console) as progress:
+        tasks: dict[str, Any] = {}
+
+        def sink(event: Any) -> None:
+            if isinstance(event, MergeStarted):
+                for c in event.checkpoints:
+                    tasks[c] = progress.add_task(f"merge {Path(c).name}", total=5)
+            elif isinstance(event, MergeProgress) and event.checkpoint in tasks:
+                progress.update(tasks[event.checkpoint], completed=event.done + 1,
+                                description=f"merge {Path(event.checkpoint).name}: {event.stage}")
+            elif isinstance(event, MergeFinished):
+                for task in tasks.values():
+                    progress.update(task, completed=5)
+                finished.append(event)
+
+        yield sink
+
+
+@contextlib.contextmanager
+def count_progress(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A `progress(done, total)` callback drawing one bar (collect, demo-world)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn(f"[bold]{escape(label)}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn()) as progress:
+        task = progress.add_task(label, total=None)
+        yield lambda done, total: progress.update(task, completed=done, total=total)

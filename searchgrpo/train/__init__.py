@@ -1,0 +1,1 @@
+"""GRPO training: the loss maths, one step, the trainer loop, checkpoints and data parallelism."""

@@ -1,0 +1,186 @@
+"""GRPO maths as pure tensor functions: advantages, the clipped surrogate, KL, aggregation.
+
+Shapes: G groups (states), K samples per group, N = G*K sequences, T completion tokens.
+Nothing here touches a model; `tests/test_grpo.py` checks every function against hand-computed
+values.
+
+The seed's loss, per completion token t of sample i:
+
+    adv_i   = (r_i - mean(r)) / (std(r) + eps)                  group-normalised advantage
+    ratio_t = exp(logp_t - old_logp_t)
+    pg_t    = -min(ratio_t * adv_i, clip(ratio_t, 1 - eps_low, 1 + eps_high) * adv_i)
+    kl_t    = (ref_logp_t - logp_t)^2                            (or k3, see `kl_per_token`)
+    loss_t  = pg_t + beta * kl_t
+
+and the per-token losses are aggregated over the batch by `aggregate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+ZERO_STD_TOL = 1e-6
+"""Groups whose reward std is below this are zero-variance: their advantages are exactly 0."""
+
+
+def group_advantages(
+    rewards: Tensor, scale: Literal["group", "batch", "none"] = "group", eps: float = 1e-4
+) -> tuple[Tensor, Tensor]:
+    """Group-relative advantages.
+
+    Args:
+        rewards: [G, K] rewards, one row per group.
+        scale: divide the centred rewards by the group's std (`group`, the seed), the std of all
+            rewards in the batch (`batch`), or by nothing (`none`, Dr. GRPO).
+        eps: added to the std before dividing.
+
+    Returns:
+        ([G, K] advantages, [G] bool mask of zero-variance groups). Stds are unbiased (n - 1), as
+        torch and TRL compute them. A zero-variance group gets advantage 0, never NaN.
+    """
+    if rewards.dim() != 2 or rewards.shape[1] < 2:
+        raise ValueError(f"rewards must be [G, K] with K >= 2, got {tuple(rewards.shape)}")
+    rewards = rewards.to(torch.float64)
+    centred = rewards - rewards.mean(dim=1, keepdim=True)
+    group_std = rewards.std(dim=1, keepdim=True)
+    zero_std = group_std.squeeze(1) < ZERO_STD_TOL
+    if scale == "group":
+        adv = centred / (group_std + eps)
+    elif scale == "batch":
+        batch_std = rewards.std() if rewards.numel() > 1 else rewards.new_zeros(())
+        adv = centred / (batch_std + eps)
+    elif scale == "none":
+        adv = centred
+    else:
+        raise ValueError(f"unknown scale {scale!r}")
+    adv = torch.where(zero_std.unsqueeze(1), torch.zeros_like(adv), adv)
+    return adv.to(torch.float32), zero_std
+
+
+def kl_per_token(logp: Tensor, ref_logp: Tensor, estimator: Literal["sq", "k3"] = "sq") -> Tensor:
+    """Per-token KL penalty between the policy and the frozen reference.
+
+    With d = ref_logp - logp: `sq` is d^2 (the seed's squared log-ratio); `k3` is
+    exp(d) - d - 1 (Schulman's unbiased, non-negative estimator, used by TRL and verl).
+    """
+    d = ref_logp - logp
+    if estimator == "sq":
+        return d * d
+    if estimator == "k3":
+        return torch.exp(d) - d - 1.0
+    raise ValueError(f"unknown KL estimator {estimator!r}")
+
+
+@dataclass(frozen=True)
+class Surrogate:
+    """The clipped policy-gradient term per token and where clipping was active."""
+
+    loss: Tensor
+    """[N, T] per-token policy-gradient loss."""
+    clipped_low: Tensor
+    """[N, T] bool: ratio fell below 1 - eps_low with a negative advantage (gradient cut)."""
+    clipped_high: Tensor
+    """[N, T] bool: ratio rose above 1 + eps_high with a positive advantage (gradient cut)."""
+    ratio: Tensor
+    """[N, T] importance ratio."""
+
+
+def clipped_surrogate(logp: Tensor, old_logp: Tensor, advantages: Tensor, eps_low: float, eps_high: float) -> Surrogate:
+    """PPO's clipped surrogate. `advantages` is [N] (one per sequence) or [N, T]."""
+    adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+    ratio = torch.exp(logp - old_logp)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv
+    loss = -torch.minimum(unclipped, clipped)
+    return Surrogate(
+        loss=loss,
+        clipped_low=(ratio < 1.0 - eps_low) & (adv < 0),
+        clipped_high=(ratio > 1.0 + eps_high) & (adv > 0),
+        ratio=ratio,
+    )
+
+
+def aggregate(
+    per_token: Tensor,
+    mask: Tensor,
+    loss_type: Literal["grpo", "dr_grpo", "dapo"],
+    *,
+    num_sequences: int,
+    num_tokens: int,
+    max_new_tokens: int,
+) -> Tensor:
+    """Reduce [N, T] per-token losses of a micro-batch to its share of the step's scalar loss.
+
+    The denominators are those of the whole step (all micro-batches), so summing the returned
+    values over micro-batches gives exactly the loss of one big batch:
+
+    - `grpo`: each sequence's mean over its tokens, averaged over sequences (the seed);
+    - `dr_grpo`: the sum over all tokens / (num_sequences * max_new_tokens);
+    - `dapo`: the sum over all tokens / num_tokens (token-level mean).
+    """
+    mask = mask.to(per_token.dtype)
+    masked = per_token * mask
+    if loss_type == "grpo":
+        per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+        return per_seq.sum() / num_sequences
+    if loss_type == "dr_grpo":
+        return masked.sum() / (num_sequences * max_new_tokens)
+    if loss_type == "dapo":
+        return masked.sum() / max(num_tokens, 1)
+    raise ValueError(f"unknown loss_type {loss_type!r}")
+
+
+@dataclass(frozen=True)
+class LossStats:
+    """Sums over a micro-batch's completion tokens, to be added up over the step."""
+
+    tokens: float
+    kl_sum: float
+    clipped_low: float
+    clipped_high: float
+
+
+def grpo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    ref_logp: Tensor | None,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    eps_low: float,
+    eps_high: float,
+    beta: float,
+    kl_estimator: Literal["sq", "k3"],
+    loss_type: Literal["grpo", "dr_grpo", "dapo"],
+    num_sequences: int,
+    num_tokens: int,
+    max_new_tokens: int,
+) -> tuple[Tensor, LossStats]:
+    """The GRPO loss of one micro-batch (its share of the step's loss) and token statistics.
+
+    `ref_logp` may be None only when beta == 0 (the reference pass is skipped).
+    """
+    surrogate = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high)
+    per_token = surrogate.loss
+    kl = None
+    if beta > 0:
+        if ref_logp is None:
+            raise ValueError("beta > 0 needs reference log-probs")
+        kl = kl_per_token(logp, ref_logp, kl_estimator)
+        per_token = per_token + beta * kl
+    loss = aggregate(
+        per_token, mask, loss_type, num_sequences=num_sequences, num_tokens=num_tokens, max_new_tokens=max_new_tokens
+    )
+    with torch.no_grad():
+        m = mask.to(torch.bool)
+        stats = LossStats(
+            tokens=float(m.sum()),
+            kl_sum=float(kl[m].sum()) if kl is not None else 0.0,
+            clipped_low=float(surrogate.clipped_low[m].sum()),
+            clipped_high=float(surrogate.clipped_high[m].sum()),
+        )
+    return loss, stats

@@ -1,0 +1,343 @@
+"""The GRPO training loop: data order, steps, evaluation, checkpoints, resume and control.
+
+`Trainer(cfg, sink=..., control=...).train()` runs a whole run and publishes typed events to
+`sink`. It never prints and never imports the console. `control` lets another thread pause,
+resume, stop (with a checkpoint) or ask for a checkpoint now; every request is honoured between
+steps.
+
+Reproducibility: every state's K samples come from a generator seeded by (train.seed, step,
+state), the torch RNG is re-seeded from (train.seed, step) at the start of every step, and the
+data order of each epoch is a seeded permutation. So a run resumed from a checkpoint replays
+exactly the numbers an uninterrupted run produces (on CPU, bit for bit), and N data-parallel
+processes sample the same clues as one.
+
+Data parallelism (`distributed.py`): each rank trains on its share of every step's states; only
+rank 0 publishes events and writes checkpoints; stop, pause and save requests are agreed on by all
+ranks.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from searchgrpo.agents.llm_checker import PROMPT_VERSION, LLMChecker
+from searchgrpo.config import Config, to_yaml
+from searchgrpo.data.dataset import Dataset
+from searchgrpo.episodes.world import load_dataset, make_env
+from searchgrpo.errors import UserError
+from searchgrpo.events import (
+    CheckpointSaved,
+    EvalFinished,
+    EventSink,
+    LogMessage,
+    RunFailed,
+    RunFinished,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    StepFinished,
+    event_from_dict,
+    event_to_dict,
+)
+from searchgrpo.fileio import atomic_write_text
+from searchgrpo.policy.sampling import encode_prompt
+from searchgrpo.policy.scoring import score_policy, state_summary, summarise
+from searchgrpo.seeding import derive_seed
+from searchgrpo.train.checkpoints import (
+    latest_checkpoint,
+    load_training_state,
+    remove_interrupted_writes,
+    save_checkpoint,
+)
+from searchgrpo.train.control import TrainerControl
+from searchgrpo.train.distributed import Dist
+from searchgrpo.train.step import grpo_step
+
+MAX_ISSUES_SHOWN = 20
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_dir: Path
+    step: int
+    reason: str
+    last_metrics: dict[str, float]
+    last_eval: dict[str, float]
+
+
+class Trainer:
+    """GRPO + LoRA training of the Executor (see the module docstring)."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        sink: EventSink | None = None,
+        control: TrainerControl | None = None,
+        run_dir: Path | None = None,
+        resume: bool = False,
+        dataset: Dataset | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.dist = Dist(cfg.model.device)
+        self.sink: EventSink = sink or (lambda event: None)
+        self.control = control or TrainerControl()
+        self.resume = resume
+        self.run_dir = Path(run_dir) if run_dir else Path(cfg.train.output_dir) / (cfg.train.run_name or new_run_id())
+        self.dataset = dataset
+        self.step = 0
+        self.last_saved = -1
+        self.last_metrics: dict[str, float] = {}
+        self.last_eval: dict[str, float] = {}
+        self._prompts: dict[str, list[int]] = {}
+
+    # ------------------------------------------------------------------ setup
+
+    def setup(self) -> None:
+        import torch
+        from transformers import get_scheduler
+
+        cfg, dist = self.cfg, self.dist
+        if not dist.is_main:
+            self.sink = lambda event: None  # rank 0 speaks for the job
+        with dist.main_first():  # rank 0 builds the demo world and converts the model once
+            if self.dataset is None:
+                self.dataset = load_dataset(cfg)
+            from searchgrpo.policy.model import load_policy
+
+            self.policy = load_policy(cfg, device=dist.device(cfg.model.device))
+        ds = self.dataset
+        shown = ds.issues.issues[:MAX_ISSUES_SHOWN]
+        for issue in shown:
+            self.sink(LogMessage("warning", f"skipped {issue}"))
+        if len(ds.issues) > len(shown):
+            self.sink(LogMessage("warning", f"... and {len(ds.issues) - len(shown)} more malformed inputs skipped"))
+        if ds.issues.issues:
+            self.sink(LogMessage("warning", f"{len(ds.issues)} malformed inputs skipped in all "
+                                            "(data.strict / --strict stops at the first instead)"))
+        self.env = make_env(cfg, ds)
+        checker = self.env.checker
+        if isinstance(checker, LLMChecker):
+            self.sink(LogMessage("info", f"checker: {checker.model} at {checker.client.base_url} "
+                                         f"({checker.structured_output} output, prompt {PROMPT_VERSION})"))
+        per = cfg.train.states_per_step
+        if per < dist.world:
+            raise UserError(f"train.states_per_step = {per} is below the {dist.world} processes: each needs a state")
+        if len(ds.train) < per:
+            raise UserError(f"{len(ds.train)} train states, fewer than train.states_per_step = {per}")
+        params = self.policy.trainable_parameters()
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+        # An incomplete last batch is dropped (each epoch's order differs, so no state is left out
+        # for good): every step has the same size, on any number of processes.
+        self.steps_per_epoch = len(ds.train) // per
+        total = self.steps_per_epoch * cfg.train.epochs
+        self.total_steps = min(total, cfg.train.max_steps) if cfg.train.max_steps else total
+        self.scheduler = get_scheduler(
+            cfg.train.lr_scheduler,
+            self.optimizer,
+            num_warmup_steps=cfg.train.warmup_steps * cfg.grpo.num_iterations,
+            num_training_steps=self.total_steps * cfg.grpo.num_iterations,
+        )
+        if dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            for leftover in remove_interrupted_writes(self.run_dir):
+                self.sink(LogMessage("warning", f"removed {leftover.name}, left by an interrupted checkpoint "
+                                                "write or deletion"))
+        dist.barrier()
+        if self.resume:
+            info = latest_checkpoint(self.run_dir)
+            if info is None:
+                self.sink(LogMessage("warning", f"{self.run_dir}: no complete checkpoint yet; starting at step 0"))
+            else:
+                if info.state.get("base_model") not in (None, cfg.model.base):
+                    raise UserError(
+                        f"{info.path}: checkpoint was trained on {info.state.get('base_model')!r}, "
+                        f"but model.base = {cfg.model.base!r}"
+                    )
+                load_training_state(info, model=self.policy.model, optimizer=self.optimizer, scheduler=self.scheduler)
+                self.step = self.last_saved = info.step
+                self.last_eval = info.state.get("last_eval", {})
+        if dist.is_main:
+            atomic_write_text(self.run_dir / "config.yaml", to_yaml(cfg))
+
+    # ------------------------------------------------------------------ data order
+
+    def states_for_step(self, index: int) -> tuple[int, list[Any]]:
+        """(epoch, states) of the 0-based step `index`: a seeded permutation per epoch."""
+        import numpy as np
+
+        train = self.dataset.train  # type: ignore[union-attr]
+        per = self.cfg.train.states_per_step
+        epoch, b = divmod(index, self.steps_per_epoch)
+        order = np.random.default_rng(derive_seed(self.cfg.train.seed, "epoch", epoch)).permutation(len(train))
+        return epoch, [train[i] for i in order[b * per:(b + 1) * per]]
+
+    def prompt_ids(self, state: Any) -> list[int]:
+        ids = self._prompts.get(state.state_id)
+        if ids is None:
+            ids = self._prompts[state.state_id] = encode_prompt(
+                self.policy.tokenizer, state, max_rows=self.cfg.data.max_table_rows,
+                max_tokens=self.cfg.grpo.max_prompt_tokens, min_clues=self.cfg.env.min_clues,
+                max_clues=self.cfg.env.max_clues,
+            )
+        return ids
+
+    # ------------------------------------------------------------------ loop
+
+    def train(self) -> RunSummary:
+        """Run to the end (or until stopped). Emits RunFailed and re-raises on error."""
+        try:
+            self.setup()
+            return self._loop()
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.sink(RunFailed(self.step, error, traceback.format_exc()))
+            raise
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Release what the checker holds (an embedded server, the verdict cache)."""
+        close = getattr(getattr(getattr(self, "env", None), "checker", None), "close", None)
+        if callable(close):
+            close()
+
+    def _loop(self) -> RunSummary:
+        import torch
+
+        cfg, ds, dist = self.cfg, self.dataset, self.dist
+        assert ds is not None
+        self.sink(
+            RunStarted(
+                run_id=self.run_dir.name, run_dir=str(self.run_dir), base_model=cfg.model.base,
+                device=str(self.policy.device), total_steps=self.total_steps, steps_per_epoch=self.steps_per_epoch,
+                epochs=cfg.train.epochs, num_train_states=len(ds.train), num_eval_states=len(ds.eval),
+                start_step=self.step, config=cfg.to_dict(),
+            )
+        )
+        reason = "completed"
+        while self.step < self.total_steps:
+            if not self._wait_if_paused():
+                reason = "stopped"
+                break
+            epoch, states = self.states_for_step(self.step)
+            torch.manual_seed(derive_seed(cfg.train.seed, "step", self.step))
+            mine = dist.shard(states)
+            outcome = grpo_step(
+                cfg, self.policy, self.env, self.optimizer, self.scheduler, mine, [self.prompt_ids(s) for s in mine],
+                step=self.step + 1, epoch=epoch, dist=dist, global_states=len(states),
+                seeds=[derive_seed(cfg.train.seed, "sample", self.step, s.state_id) for s in mine],
+            )
+            self.step += 1
+            for group in self._in_state_order(outcome.groups):
+                self.sink(group)
+            if outcome.nonfinite:
+                self.sink(LogMessage("warning", f"step {self.step}: non-finite loss or gradient; update skipped"))
+            self.last_metrics = outcome.metrics
+            self.sink(StepFinished(self.step, epoch, self.total_steps, outcome.metrics))
+            if cfg.train.eval_every and self.step % cfg.train.eval_every == 0:
+                self.evaluate()
+            if (cfg.train.save_every and self.step % cfg.train.save_every == 0) or dist.any(self.control.save_now.is_set()):
+                self.control.save_now.clear()
+                self.save()
+            if dist.any(self.control.stop.is_set()):
+                reason = "stopped"
+                break
+        if reason == "completed" and cfg.train.eval_every and self.step % cfg.train.eval_every != 0:
+            self.evaluate()
+        if self.step != self.last_saved and self.step > 0:
+            self.save()
+        self.sink(RunFinished(self.step, reason))
+        return RunSummary(self.run_dir, self.step, reason, self.last_metrics, self.last_eval)
+
+    def _in_state_order(self, groups: list[Any]) -> list[Any]:
+        """Every rank's groups, in the step's state order (rank r holds states r, r + world, ...)."""
+        if not self.dist.enabled:
+            return groups
+        per_rank = self.dist.gather_json([event_to_dict(g) for g in groups])
+        ordered = [per_rank[i % self.dist.world][i // self.dist.world] for i in range(sum(map(len, per_rank)))]
+        return [event_from_dict(d) for d in ordered]
+
+    def _requests(self) -> tuple[bool, bool, bool]:
+        """(stop, pause, save_now) as agreed by every rank."""
+        c, d = self.control, self.dist
+        flags = d.sum([c.stop.is_set(), c.pause.is_set(), c.save_now.is_set()])
+        return flags[0] > 0, flags[1] > 0, flags[2] > 0
+
+    def _wait_if_paused(self) -> bool:
+        """Block while paused; False if a stop was requested."""
+        stop, pause, _ = self._requests()
+        if stop:
+            return False
+        if not pause:
+            return True
+        self.sink(RunPaused(self.step))
+        while True:
+            stop, pause, save_now = self._requests()
+            if stop or not pause:
+                break
+            if save_now:
+                self.control.save_now.clear()
+                self.save()
+            time.sleep(0.05)
+        if stop:
+            return False
+        self.sink(RunResumed(self.step))
+        return True
+
+    # ------------------------------------------------------------------ eval and checkpoints
+
+    def evaluate(self) -> dict[str, float]:
+        ds = self.dataset
+        assert ds is not None
+        states = ds.eval[: self.cfg.train.eval_states] if self.cfg.train.eval_states else ds.eval
+        if not states:
+            return {}
+        mine = self.dist.shard(states)
+        scored = score_policy(
+            self.policy.model, self.policy.tokenizer, self.env, mine, [self.prompt_ids(s) for s in mine],
+            ds.labels, max_new_tokens=self.cfg.grpo.max_new_tokens, device=self.policy.device,
+            batch_size=self.cfg.train.micro_batch_size,
+        )
+        rows = [row for part in self.dist.gather_json([state_summary(s) for s in scored]) for row in part]
+        self.last_eval = summarise(rows)
+        self.sink(EvalFinished(self.step, self.last_eval))
+        return self.last_eval
+
+    def save(self) -> Path:
+        """Rank 0 writes the checkpoint; every rank waits until it is complete."""
+        path = self.run_dir / "checkpoints"
+        if not self.dist.is_main:
+            self.dist.barrier()
+            self.last_saved = self.step
+            return path
+        path = save_checkpoint(
+            self.run_dir,
+            self.step,
+            model=self.policy.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            trainer_state={
+                "run_id": self.run_dir.name,
+                "total_steps": self.total_steps,
+                "epoch": self.step // max(self.steps_per_epoch, 1),
+                "base_model": self.cfg.model.base,
+                "base_name": self.policy.base.name,
+                "last_metrics": self.last_metrics,
+                "last_eval": self.last_eval,
+                "time": time.time(),
+            },
+            keep_last=self.cfg.train.keep_last,
+        )
+        self.last_saved = self.step
+        self.dist.barrier()
+        self.sink(CheckpointSaved(self.step, str(path)))
+        return path
