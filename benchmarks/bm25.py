@@ -31,12 +31,12 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import scipy  # noqa: E402
-from searchgrpo.retrieval.bm25_index import load_index, save_index  # noqa: E402
 
 from searchgrpo.data.corpus import Corpus, Document  # noqa: E402
 from searchgrpo.data.demo_world import generate_corpus  # noqa: E402
 from searchgrpo.data.questions import load_questions, pooled_corpus  # noqa: E402
 from searchgrpo.fileio import atomic_write_with  # noqa: E402
+from searchgrpo.retrieval.bm25_index import load_index, save_index  # noqa: E402
 from searchgrpo.retrieval.search import BM25Search, SparseBM25Search, tokenize  # noqa: E402
 
 K = 10

@@ -44,7 +44,7 @@ def main() -> None:
         base = load_config(ROOT / "config.yaml", ["data.eval_fraction=0", "grpo.max_new_tokens=32"])
         collected = collect_to_folder(base, str(args.questions_file), work / "data", limit=args.questions)
         cfg = load_config(ROOT / "config.yaml", [
-            f"data.checkpoints={collected.checkpoints}", f"data.corpus={collected.corpus}",
+            f"data.traces={collected.traces}", f"data.corpus={collected.corpus}",
             "data.eval_fraction=0", "checker.backend=llm", f"checker.cache_path={work / 'verdicts.sqlite'}",
             f"train.epochs={args.epochs}", "train.eval_every=0", "train.save_every=0",
             f"train.output_dir={work / 'runs'}", "grpo.max_new_tokens=32", *args.overrides,

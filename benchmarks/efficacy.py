@@ -239,7 +239,7 @@ def main() -> None:
     cfg = load_config(ROOT / "config.yaml", [*EXPERIMENT, *args.overrides])
 
     collected = collect_question_set(cfg, args.train_set)
-    cfg = cfg.replace(**{"data.checkpoints": str(collected.checkpoints), "data.corpus": str(collected.corpus)})
+    cfg = cfg.replace(**{"data.traces": str(collected.traces), "data.corpus": str(collected.corpus)})
     started = time.time()
     checkpoint, curve = train_within_budget(cfg, args.out, minutes)
     train_seconds = time.time() - started

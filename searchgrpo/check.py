@@ -50,11 +50,11 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
         from searchgrpo.episodes.world import load_dataset
 
         ds = ctx["ds"] = load_dataset(cfg)
-        where = "demo world" if ds.is_demo else str(ds.checkpoints_dir)
+        where = "demo world" if ds.is_demo else str(ds.traces_dir)
         skipped = f", {len(ds.issues)} malformed inputs skipped (first: {ds.issues.issues[0]})" if len(ds.issues) else ""
         return f"{where}: {len(ds.corpus)} documents, {len(ds.train)} train / {len(ds.eval)} eval states{skipped}"
 
-    _run("data", data, "set data.checkpoints and data.corpus to existing paths (or null for the demo world)", results)
+    _run("data", data, "set data.traces and data.corpus to existing paths (or null for the demo world)", results)
 
     def split() -> str:
         ds = ctx["ds"]

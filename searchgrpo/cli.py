@@ -7,8 +7,8 @@
     searchgrpo train --headless --resume     continue the newest run from its last checkpoint
     searchgrpo check                         validate config, data, model and one forward pass
     searchgrpo config                        the resolved config, documented
-    searchgrpo demo-world --out DIR          write a demo world (corpus, questions, checkpoints)
-    searchgrpo collect --questions FILE --out DIR   checkpoints + corpus from a question set
+    searchgrpo demo-world --out DIR          write a demo world (corpus, questions, traces)
+    searchgrpo collect --questions FILE --out DIR   traces + corpus from a question set
     searchgrpo serve                         the frozen agents' OpenAI-compatible server (llama.cpp)
 
 Every command takes `--config PATH` (default: ./config.yaml if present, else built-in defaults)
@@ -210,7 +210,7 @@ def show_config(config: ConfigOpt = None, overrides: SetOpt = None) -> None:
 
 @app.command("demo-world")
 def demo_world(
-    out: Annotated[Path, typer.Option(help="Folder to write corpus.jsonl, questions.jsonl and checkpoints/.")],
+    out: Annotated[Path, typer.Option(help="Folder to write corpus.jsonl, questions.jsonl and traces/.")],
     questions: Annotated[int, typer.Option(help="Multi-hop questions.")] = 160,
     distractors: Annotated[int, typer.Option(help="Extra documents.")] = 400,
     seed: Annotated[int, typer.Option(help="Generator seed.")] = 0,
@@ -227,7 +227,7 @@ def demo_world(
         raise UserError(f"{out}: folder exists and is not empty")
     with count_progress("baseline multi-agent pass") as progress:
         paths = build_demo(out, DemoConfig(questions, seed, distractors), top_k=top_k, progress=progress)
-    typer.echo(f"corpus: {paths.corpus}\nquestions: {paths.questions}\ncheckpoints: {paths.checkpoints}")
+    typer.echo(f"corpus: {paths.corpus}\nquestions: {paths.questions}\ntraces: {paths.traces}")
 
 
 @app.command("eval")
@@ -240,8 +240,8 @@ def evaluate(
     temperature: Annotated[float, typer.Option(help="Sampling temperature when --samples > 1.")] = 1.0,
     seed: Annotated[int, typer.Option(help="Seeds sampling and the bootstrap.")] = 0,
     questions: Annotated[Optional[Path], typer.Option(help="Evaluate on this question set (normalised JSONL).")] = None,
-    checkpoints_dir: Annotated[Optional[Path], typer.Option(help="Evaluate every state of this multi-agent checkpoints folder.")] = None,
-    corpus: Annotated[Optional[Path], typer.Option(help="The corpus for --checkpoints-dir.")] = None,
+    traces: Annotated[Optional[Path], typer.Option("--traces", "--checkpoints-dir", help="Evaluate every state of this folder of multi-agent traces.")] = None,
+    corpus: Annotated[Optional[Path], typer.Option(help="The corpus for --traces.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Score at most this many states.")] = None,
     output: Annotated[Optional[Path], typer.Option(help="The JSON report (default runs/evals/eval-<time>.json).")] = None,
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed data file or line.")] = False,
@@ -260,7 +260,7 @@ def evaluate(
     request = EvalRequest(
         baseline=baseline, checkpoints=[str(c) for c in checkpoint or []], output=str(output) if output else None,
         num_samples=samples, temperature=temperature, seed=seed, questions=str(questions) if questions else None,
-        checkpoints_dir=str(checkpoints_dir) if checkpoints_dir else None, corpus=str(corpus) if corpus else None,
+        traces=str(traces) if traces else None, corpus=str(corpus) if corpus else None,
         limit=limit,
     )
     console = Console()
@@ -306,7 +306,7 @@ def merge(
 
 @app.command()
 def collect(
-    out: Annotated[Path, typer.Option(help="Folder for corpus.jsonl and checkpoints/ (resumes if it exists).")],
+    out: Annotated[Path, typer.Option(help="Folder for corpus.jsonl and traces/ (resumes if it exists).")],
     questions: Annotated[str, typer.Option(help="Question set in the normalised JSONL schema, or `demo`.")] = "demo",
     limit: Annotated[Optional[int], typer.Option(help="Play only the first N questions.")] = None,
     max_rounds: Annotated[int, typer.Option(help="Rounds per question, at most.")] = 6,
@@ -319,7 +319,7 @@ def collect(
     config: ConfigOpt = None,
     overrides: SetOpt = None,
 ) -> None:
-    """Turn a question set into multi-agent checkpoints with a baseline pass (the training data)."""
+    """Turn a question set into multi-agent traces with a baseline pass (the training data)."""
     from searchgrpo.episodes.collect import collect_to_folder
     from searchgrpo.runs import quiet_libraries
     from searchgrpo.terminal import count_progress
@@ -349,7 +349,7 @@ def collect(
     for role, count in result.fallbacks.items():
         if count:
             typer.echo(f"{role}: the rule decided {count} times where the model's reply was unusable")
-    typer.echo(f"train on it with:  --set data.corpus={result.corpus} --set data.checkpoints={result.checkpoints}")
+    typer.echo(f"train on it with:  --set data.corpus={result.corpus} --set data.traces={result.traces}")
 
 
 @app.command()

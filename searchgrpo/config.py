@@ -307,8 +307,9 @@ class DemoConfig:
 class DataConfig:
     """Where training states come from and how they are split."""
 
-    checkpoints: str | None = None
-    """Folder of multi-agent checkpoints (see docs/checkpoints.md). Null: the demo world."""
+    traces: str | None = None
+    """Folder of the multi-agent system's traces: its per-round checkpoints of every question
+    (docs/traces.md). Null: the demo world. (Formerly `data.checkpoints`, still accepted.)"""
 
     corpus: str | None = None
     """JSONL corpus {docid, title, text} that BM25 searches. Null: the demo world's."""
@@ -332,7 +333,7 @@ class DataConfig:
     """Rows shown per table in the prompt (the most recent are kept)."""
 
     demo: DemoConfig = field(default_factory=DemoConfig)
-    """The demo world used when checkpoints/corpus are null."""
+    """The demo world used when traces/corpus are null."""
 
 
 @dataclass(frozen=True)
@@ -596,9 +597,25 @@ def _cross_checks(cfg: Config, source: str) -> None:
         raise ConfigError(f"{source}: model.load_in_4bit = true needs CUDA, but model.device = 'cpu'")
 
 
+RENAMED_KEYS = {("data", "checkpoints"): "traces"}
+"""Keys that were renamed: (section, old key) -> new key. The old name is still read."""
+
+
+def _renamed(data: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(data)
+    for (section, old), new in RENAMED_KEYS.items():
+        part = out.get(section)
+        if isinstance(part, Mapping) and old in part:
+            part = dict(part)
+            value = part.pop(old)
+            part.setdefault(new, value)
+            out[section] = part
+    return out
+
+
 def from_dict(data: Mapping[str, Any] | None, source: str = "<config>") -> Config:
     """Build and validate a Config from plain data (a parsed YAML document)."""
-    cfg = _build(Config, data or {}, "", source)
+    cfg = _build(Config, _renamed(data or {}), "", source)
     _cross_checks(cfg, source)
     return cfg
 

@@ -7,12 +7,12 @@ import zipfile
 import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
-from searchgrpo.retrieval.bm25_index import BM25Params, build_index, load_index, top_k_indices
 
 from searchgrpo.config import EnvConfig, home_dir
 from searchgrpo.data.corpus import Corpus, Document, load_corpus, write_corpus
 from searchgrpo.data.demo_world import generate_corpus, generate_world
 from searchgrpo.episodes.world import load_dataset, make_retriever
+from searchgrpo.retrieval.bm25_index import BM25Params, build_index, load_index, top_k_indices
 from searchgrpo.retrieval.search import (
     BACKENDS,
     BM25Search,

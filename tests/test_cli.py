@@ -63,7 +63,7 @@ def test_check_reports_every_stage(tmp_path):
 
 
 def test_check_points_at_the_broken_part(tmp_path):
-    result = runner.invoke(cli.app, ["check", "--no-model", "--set", f"data.checkpoints={tmp_path}/none",
+    result = runner.invoke(cli.app, ["check", "--no-model", "--set", f"data.traces={tmp_path}/none",
                                      "--set", f"data.corpus={tmp_path}/none.jsonl"], env={"COLUMNS": "200"})
     assert result.exit_code == 1
     assert "FAIL" in result.output and "SKIP" in result.output
@@ -74,7 +74,7 @@ def test_demo_world_command(tmp_path):
     result = runner.invoke(cli.app, ["demo-world", "--out", str(out), "--questions", "5", "--distractors", "10"])
     assert result.exit_code == 0, result.output
     assert (out / "corpus.jsonl").is_file() and (out / "questions.jsonl").is_file()
-    assert len(list((out / "checkpoints").iterdir())) == 5
+    assert len(list((out / "traces").iterdir())) == 5
 
 
 def test_headless_debug_run_writes_events_and_a_checkpoint(tmp_path):

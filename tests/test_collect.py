@@ -48,7 +48,7 @@ def test_collect_a_shared_slice_then_load_it_back(name, tmp_path):
 
     corpus = load_corpus(result.corpus)
     assert len(corpus) == len({d.docid for r in records for d in r.docs})
-    loaded = load_states(result.checkpoints)
+    loaded = load_states(result.traces)
     assert not loaded.issues.issues
     assert sorted(loaded.question_ids) == sorted(r.id for r in records)
     for state in loaded.states:
@@ -58,14 +58,14 @@ def test_collect_a_shared_slice_then_load_it_back(name, tmp_path):
 
     # Deterministic: the same set collected elsewhere gives the same files.
     again = collect_to_folder(cfg, str(source), tmp_path / "again")
-    assert tree(again.checkpoints) == tree(result.checkpoints)
+    assert tree(again.traces) == tree(result.traces)
 
     # Resumable: finished questions are skipped; an unfinished one is played again.
-    meta = next(result.checkpoints.glob("*/run_001/meta.json"))
+    meta = next(result.traces.glob("*/run_001/meta.json"))
     meta.unlink()
     resumed = collect_to_folder(cfg, str(source), tmp_path / "out")
     assert (resumed.stats.written, resumed.stats.skipped_existing) == (1, 3)
-    assert tree(resumed.checkpoints) == tree(again.checkpoints)
+    assert tree(resumed.traces) == tree(again.traces)
 
 
 def test_limit_keeps_the_whole_corpus_and_another_source_is_refused(tmp_path):
@@ -89,7 +89,7 @@ def test_the_base_policy_is_asked_and_the_rule_steps_in_when_it_writes_no_clue(t
     result = collect_to_folder(cfg, str(source), tmp_path / "out", executor="policy", max_rounds=2)
     rule = collect_to_folder(cfg, str(source), tmp_path / "rule", max_rounds=2)
     assert result.fallbacks == {"executor": 1}
-    assert tree(result.checkpoints) == tree(rule.checkpoints)
+    assert tree(result.traces) == tree(rule.traces)
 
 
 def test_collect_command_then_train_on_its_output(tmp_path):
@@ -98,10 +98,10 @@ def test_collect_command_then_train_on_its_output(tmp_path):
     result = CliRunner().invoke(cli.app, ["collect", "--questions", str(source), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "6 questions collected" in result.output
-    assert f"data.checkpoints={out / 'checkpoints'}" in result.output
+    assert f"data.traces={out / 'traces'}" in result.output
     from searchgrpo.train.trainer import Trainer
 
-    cfg = tiny_config(tmp_path, f"data.corpus={out / 'corpus.jsonl'}", f"data.checkpoints={out / 'checkpoints'}",
+    cfg = tiny_config(tmp_path, f"data.corpus={out / 'corpus.jsonl'}", f"data.traces={out / 'traces'}",
                       "train.max_steps=1", "data.eval_fraction=0.2")
     summary = Trainer(cfg).train()
     assert summary.step == 1 and summary.reason == "completed"

@@ -91,3 +91,8 @@ def test_replace_keeps_validation():
     assert cfg.grpo.beta == 0.0
     with pytest.raises(ConfigError):
         Config().replace(**{"grpo.beta": -1.0})
+
+
+def test_the_old_name_of_data_traces_is_still_read():
+    cfg = load_config(None, ["data.checkpoints=/data/traces", "data.corpus=/data/corpus.jsonl"])
+    assert cfg.data.traces == "/data/traces"

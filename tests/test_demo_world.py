@@ -36,7 +36,7 @@ def test_scale_corpus_has_exactly_n_unique_documents():
 
 def test_demo_checkpoints_load_back(tmp_path):
     paths = build_demo(tmp_path / "demo", DemoConfig(questions=12, seed=0, distractors=20))
-    loaded = load_states(paths.checkpoints)
+    loaded = load_states(paths.traces)
     assert not loaded.issues.issues
     assert len({s.question_id for s in loaded.states}) == 12
     assert all(len(s.original_clues) >= 2 for s in loaded.states)

@@ -227,8 +227,8 @@ def test_collect_with_the_llm_agents_writes_loadable_checkpoints(server, tmp_pat
                       f"checker.cache_path={tmp_path / 'v.sqlite'}", "env.top_k=2")
     result = collect_to_folder(cfg, str(source), tmp_path / "out", max_rounds=3, planner="llm", entity_manager="llm")
     assert result.checker["calls"] > 0 and result.checker["requests"] >= result.checker["calls"]
-    loaded = load_states(result.checkpoints, min_clues_per_round=1)
+    loaded = load_states(result.traces, min_clues_per_round=1)
     assert not loaded.issues.issues and loaded.states
     assert loaded.states[0].question_id == WORLD.questions[0].id
-    meta = json.loads(next(result.checkpoints.glob("*/run_001/meta.json")).read_text())
+    meta = json.loads(next(result.traces.glob("*/run_001/meta.json")).read_text())
     assert meta["rounds"][0]["strategy"] == "SEARCH" and meta["rounds"][-1]["strategy"] == "ANSWER"

@@ -20,6 +20,6 @@ class Dataset:
     eval: list[SearchState]
     labels: dict[str, QuestionLabels]
     issues: IssueLog
-    checkpoints_dir: Path
+    traces_dir: Path
     corpus_path: Path
     is_demo: bool

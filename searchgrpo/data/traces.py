@@ -1,9 +1,9 @@
 """The multi-agent checkpoint format (the training-data contract) and the state loader.
 
-Layout, as in `docs/checkpoints.md`:
+Layout, as in `docs/traces.md`:
 
-    checkpoints/<question>/run_XXX/meta.json           question, answers, rounds
-    checkpoints/<question>/run_XXX/round_NNN.json      the state after round NNN
+    traces/<question>/run_XXX/meta.json               question, answers, rounds
+    traces/<question>/run_XXX/round_NNN.json           the state after round NNN
 
 `load_states` turns every SEARCH round into a training state whose context is the *previous*
 round's checkpoint (round_000.json, or empty tables, for round 1) and whose baseline clues are the
@@ -258,7 +258,7 @@ def _read_json(path: Path, root: Path) -> Any:
     except (OSError, RuntimeError):
         raise SchemaError("file is missing") from None
     if not real.is_relative_to(root):
-        raise SchemaError("points outside the checkpoints folder (symlink?); refused")
+        raise SchemaError("points outside the traces folder (symlink?); refused")
     if not real.is_file():
         raise SchemaError("not a regular file")
     size = real.stat().st_size
@@ -305,7 +305,7 @@ def load_states(
     """Read every run under `root` and return its SEARCH-round training states."""
     root_path = Path(root)
     if not root_path.is_dir():
-        raise UserError(f"{root_path}: checkpoints folder not found (data.checkpoints)")
+        raise UserError(f"{root_path}: traces folder not found (data.traces)")
     root_real = root_path.resolve()
     issues = IssueLog(strict)
     out = LoadedStates(states=[], labels={}, issues=issues)

@@ -1,14 +1,14 @@
-"""The baseline multi-agent pass that turns a question set into checkpoints.
+"""The baseline multi-agent pass that turns a question set into traces (the training data).
 
 For each question it plays up to `max_rounds` rounds of the multi-agent loop with frozen agents
 (a Planner, an Executor and an EntityManager: rule-based from `agents.py` by default, or the LLM
 ones of `llm_agents.py` / the base policy of `policy_executor.py`; BM25 search; a DocumentChecker)
-and writes the states in the contract's format (`agent_checkpoints.py`). Runs that already have a
+and writes the states in the contract's format (`searchgrpo.data.traces`, docs/traces.md). Runs that already have a
 `meta.json` are skipped, so an interrupted collect resumes where it stopped; the same inputs and
-seed always give the same checkpoints (the LLM agents answer greedily).
+seed always give the same traces (the LLM agents answer greedily).
 
 `collect_to_folder` does it for a whole question set: it writes the pooled corpus
-(`corpus.jsonl`), then `checkpoints/`, ready for `data.corpus` and `data.checkpoints`.
+(`corpus.jsonl`), then `traces/`, ready for `data.corpus` and `data.traces`.
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ class CollectResult:
     """Where `collect_to_folder` wrote, and what it did."""
 
     corpus: Path
-    checkpoints: Path
+    traces: Path
     stats: CollectStats
     fallbacks: dict[str, int]
     """Per agent, the rounds in which the rule decided because the model's reply was unusable."""
@@ -258,12 +258,12 @@ def collect_to_folder(
     entity_manager: str = "rule",
     progress: Callable[[int, int], None] | None = None,
 ) -> CollectResult:
-    """Collect checkpoints for the question set `source` (a JSONL path, or `demo`) into `out_dir`.
+    """Collect traces for the question set `source` (a JSONL path, or `demo`) into `out_dir`.
 
     The corpus is the pooled documents of the whole set (the demo world: its own corpus), so it
     does not change when `limit` does; only the first `limit` questions are played. The checker
     is `cfg.checker` (`gold`: IMPORTANT = the set's gold documents). A folder collected from
-    another source is refused, so that its checkpoints and corpus always belong together.
+    another source is refused, so that its traces and corpus always belong together.
     """
     from searchgrpo.agents.checker import GoldChecker
     from searchgrpo.config import home_dir
@@ -299,6 +299,10 @@ def collect_to_folder(
         if previous != origin:
             raise UserError(f"{out_dir} holds a collect of {previous}; choose another --out for {origin}")
     out_dir.mkdir(parents=True, exist_ok=True)
+    traces_dir = out_dir / "traces"
+    legacy = out_dir / "checkpoints"  # the folder's name before traces/ (same contents)
+    if legacy.is_dir() and not traces_dir.exists():
+        legacy.rename(traces_dir)
     corpus_path = out_dir / "corpus.jsonl"
     if not corpus_path.is_file():
         write_corpus(corpus_path, documents)
@@ -337,14 +341,14 @@ def collect_to_folder(
 
             agents["executor"] = PolicyExecutor(cfg, seed=seed)
         retriever = search_for_corpus(corpus, cfg.env.search_backend, home_dir(cfg) / "indexes")
-        stats = collect(selected, retriever, checker, out_dir / "checkpoints", top_k=cfg.env.top_k,
+        stats = collect(selected, retriever, checker, traces_dir, top_k=cfg.env.top_k,
                         max_rounds=max_rounds, seed=seed, progress=progress, **agents)
         checker_counters = checker_stats(checker) or {}
     finally:
         for close in closers:
             close()
     fallbacks = {role: agent.fallbacks for role, agent in agents.items()}
-    return CollectResult(corpus_path, out_dir / "checkpoints", stats, fallbacks, checker_counters, issues.issues)
+    return CollectResult(corpus_path, traces_dir, stats, fallbacks, checker_counters, issues.issues)
 
 
 def collect_question_set(cfg: Config, questions: Path) -> CollectResult:

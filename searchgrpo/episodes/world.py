@@ -4,8 +4,8 @@ The `llm` checker is opened through `searchgrpo.agents.endpoint`: the embedded l
 started (or an external server's health is checked) and the verdict cache opened; `close()` on the
 checker releases both.
 
-With `data.checkpoints` and `data.corpus` null, the embedded demo world is used: the first call
-generates it (corpus, questions, and checkpoints from a baseline multi-agent pass) into the cache
+With `data.traces` and `data.corpus` null, the embedded demo world is used: the first call
+generates it (corpus, questions, and traces from a baseline multi-agent pass) into the cache
 root, atomically, keyed by its size and seed; later calls reuse it.
 """
 
@@ -37,18 +37,18 @@ class DemoPaths:
     root: Path
     corpus: Path
     questions: Path
-    checkpoints: Path
+    traces: Path
 
 
 def demo_dir(cfg: Config) -> Path:
     d = cfg.data.demo
-    return home_dir(cfg) / "demo" / f"v{GENERATOR_VERSION}.{RULES_VERSION}-q{d.questions}-d{d.distractors}-s{d.seed}"
+    return home_dir(cfg) / "demo" / f"v{GENERATOR_VERSION}.{RULES_VERSION}t-q{d.questions}-d{d.distractors}-s{d.seed}"
 
 
 def build_demo(target: Path, demo: DemoConfig, *, top_k: int = 5, progress: Callable[[int, int], None] | None = None) -> DemoPaths:
     """Generate the demo world into `target` (atomically) unless it is already there."""
-    paths = DemoPaths(target, target / "corpus.jsonl", target / "questions.jsonl", target / "checkpoints")
-    if paths.checkpoints.is_dir() and paths.corpus.is_file():
+    paths = DemoPaths(target, target / "corpus.jsonl", target / "questions.jsonl", target / "traces")
+    if paths.traces.is_dir() and paths.corpus.is_file():
         return paths
     from searchgrpo.episodes.collect import collect
 
@@ -62,7 +62,7 @@ def build_demo(target: Path, demo: DemoConfig, *, top_k: int = 5, progress: Call
                 q.id: QuestionLabels(q.question, dict.fromkeys(q.gold, Label.IMPORTANT)) for q in world.questions
             }
             collect(
-                world.questions, SparseBM25Search(corpus), GoldChecker(corpus, labels), tmp / "checkpoints",
+                world.questions, SparseBM25Search(corpus), GoldChecker(corpus, labels), tmp / "traces",
                 top_k=top_k, seed=demo.seed, progress=progress,
             )
     except FileExistsError:
@@ -71,14 +71,14 @@ def build_demo(target: Path, demo: DemoConfig, *, top_k: int = 5, progress: Call
 
 
 def resolve_data_paths(cfg: Config, progress: Callable[[int, int], None] | None = None) -> tuple[Path, Path, bool]:
-    """(checkpoints folder, corpus file, whether it is the demo world)."""
-    ckpts, corpus = cfg.data.checkpoints, cfg.data.corpus
+    """(traces folder, corpus file, whether it is the demo world)."""
+    ckpts, corpus = cfg.data.traces, cfg.data.corpus
     if ckpts is None and corpus is None:
         demo = build_demo(demo_dir(cfg), cfg.data.demo, top_k=cfg.env.top_k, progress=progress)
-        return demo.checkpoints, demo.corpus, True
+        return demo.traces, demo.corpus, True
     if ckpts is None or corpus is None:
-        missing = "data.corpus" if corpus is None else "data.checkpoints"
-        raise UserError(f"{missing} is null: set both data.checkpoints and data.corpus, or neither for the demo world")
+        missing = "data.corpus" if corpus is None else "data.traces"
+        raise UserError(f"{missing} is null: set both data.traces and data.corpus, or neither for the demo world")
     return Path(ckpts).expanduser(), Path(corpus).expanduser(), False
 
 

@@ -57,8 +57,8 @@ class EvalRequest:
     questions: str | None = None
     """Evaluate on a question set (normalised JSONL) instead: states come from a baseline
     multi-agent pass over it (cached), and its pooled documents form the corpus."""
-    checkpoints_dir: str | None = None
-    """Evaluate every state of this multi-agent checkpoints folder (needs `corpus`)."""
+    traces: str | None = None
+    """Evaluate every state of this folder of multi-agent traces (needs `corpus`)."""
     corpus: str | None = None
     limit: int | None = None
     """Score at most this many states (the first ones, in a fixed order)."""
@@ -115,16 +115,16 @@ def policy_specs(request: EvalRequest, cfg: Config) -> list[PolicySpec]:
     return specs
 
 
-def _all_states(cfg: Config, checkpoints: str, corpus_path: str) -> Dataset:
+def _all_states(cfg: Config, traces: str, corpus_path: str) -> Dataset:
     issues = IssueLog(cfg.data.strict)
     corpus = load_corpus(corpus_path, issues)
-    loaded = load_states(checkpoints, min_clues_per_round=cfg.data.min_clues_per_round,
+    loaded = load_states(traces, min_clues_per_round=cfg.data.min_clues_per_round,
                          max_samples_per_question=cfg.data.max_samples_per_question, strict=cfg.data.strict,
                          seed=cfg.data.split_seed)
     if not loaded.states:
-        raise UserError(f"{checkpoints}: no usable SEARCH-round states")
+        raise UserError(f"{traces}: no usable SEARCH-round states")
     issues.issues.extend(loaded.issues.issues)
-    return Dataset(corpus, loaded.states, [], loaded.labels, issues, Path(checkpoints), Path(corpus_path), False)
+    return Dataset(corpus, loaded.states, [], loaded.labels, issues, Path(traces), Path(corpus_path), False)
 
 
 # --------------------------------------------------------------------------- running
@@ -170,17 +170,17 @@ def run_eval(cfg: Config, request: EvalRequest, sink: EventSink | None = None,
 
 
 def _dataset_and_states(cfg: Config, request: EvalRequest) -> tuple[Dataset, list[SearchState]]:
-    if request.questions or request.checkpoints_dir:
+    if request.questions or request.traces:
         if request.questions:
             from searchgrpo.episodes.collect import collect_question_set
 
             paths = collect_question_set(cfg, Path(request.questions))
-            ds = _all_states(cfg, str(paths.checkpoints), str(paths.corpus))
+            ds = _all_states(cfg, str(paths.traces), str(paths.corpus))
             ds.issues.issues[:0] = paths.issues
         else:
             if not request.corpus:
-                raise UserError("--checkpoints-dir needs --corpus (the JSONL corpus those checkpoints searched)")
-            ds = _all_states(cfg, request.checkpoints_dir, request.corpus)  # type: ignore[arg-type]
+                raise UserError("--traces needs --corpus (the JSONL corpus those traces searched)")
+            ds = _all_states(cfg, request.traces, request.corpus)  # type: ignore[arg-type]
         states = ds.train
     else:
         ds = load_dataset(cfg)

@@ -27,6 +27,8 @@ from typing import Any, Literal, Protocol, Sequence
 
 import numpy as np
 
+from searchgrpo.data.corpus import Corpus, Document
+from searchgrpo.fileio import atomic_write_with
 from searchgrpo.retrieval.bm25_index import (
     INDEX_FORMAT,
     BM25Params,
@@ -37,8 +39,6 @@ from searchgrpo.retrieval.bm25_index import (
     save_index,
     top_k_indices,
 )
-from searchgrpo.data.corpus import Corpus, Document
-from searchgrpo.fileio import atomic_write_with
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 

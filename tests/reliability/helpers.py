@@ -107,7 +107,7 @@ def tiny_world(tmp_path: Path) -> tuple[Path, Path]:
     cfg = tiny_config(tmp_path)
     demo = build_demo(demo_dir(cfg), cfg.data.demo, top_k=cfg.env.top_k)
     ckpts, corpus = tmp_path / "world" / "checkpoints", tmp_path / "world" / "corpus.jsonl"
-    shutil.copytree(demo.checkpoints, ckpts)
+    shutil.copytree(demo.traces, ckpts)
     shutil.copy(demo.corpus, corpus)
     return ckpts, corpus
 

@@ -77,11 +77,11 @@ def test_missing_files_name_the_key(tmp_path, capsys, monkeypatch):
     ckpts, corpus = tiny_world(tmp_path)
     cases = [
         (["-c", str(tmp_path / "nope.yaml")], [f"{tmp_path / 'nope.yaml'}: config file not found"]),
-        (["--set", f"data.checkpoints={ckpts}", "--set", f"data.corpus={tmp_path / 'nope.jsonl'}"],
+        (["--set", f"data.traces={ckpts}", "--set", f"data.corpus={tmp_path / 'nope.jsonl'}"],
          [f"{tmp_path / 'nope.jsonl'}: corpus file not found (data.corpus)"]),
-        (["--set", f"data.checkpoints={tmp_path / 'nope'}", "--set", f"data.corpus={corpus}"],
-         [f"{tmp_path / 'nope'}: checkpoints folder not found (data.checkpoints)"]),
-        (["--set", f"data.checkpoints={ckpts}"], ["data.corpus is null: set both data.checkpoints and data.corpus"]),
+        (["--set", f"data.traces={tmp_path / 'nope'}", "--set", f"data.corpus={corpus}"],
+         [f"{tmp_path / 'nope'}: traces folder not found (data.traces)"]),
+        (["--set", f"data.traces={ckpts}"], ["data.corpus is null: set both data.traces and data.corpus"]),
         (["--set", "model.base=./no-such-model"], ["model.base: folder no-such-model not found"]),
         (["--set", f"model.base={tmp_path}"], [f"model.base: {tmp_path} is not a Hugging Face model folder"]),
         (["--resume"], ["runs: no run to resume; start one without --resume"]),

@@ -203,7 +203,7 @@ def damage(tmp_path: Path, names: list[str]) -> tuple[Path, Path, list[tuple[str
 
 
 def data_sets(ckpts: Path, corpus: Path, tmp_path: Path) -> list[str]:
-    return [*SETS, "--set", f"data.checkpoints={ckpts}", "--set", f"data.corpus={corpus}",
+    return [*SETS, "--set", f"data.traces={ckpts}", "--set", f"data.corpus={corpus}",
             "--set", f"train.output_dir={tmp_path / 'runs'}", "--set", "train.max_steps=1"]
 
 
@@ -232,7 +232,7 @@ def test_default_skips_and_counts_every_bad_input(tmp_path):
     ckpts.rename(odd)
     expected = [(where.replace(str(ckpts), str(odd)), reason) for where, reason in expected]
     ckpts = odd
-    cfg = load_config(None, [*TINY_OVERRIDES, f"data.checkpoints={ckpts}", f"data.corpus={corpus}"])
+    cfg = load_config(None, [*TINY_OVERRIDES, f"data.traces={ckpts}", f"data.corpus={corpus}"])
     issues = [str(i) for i in load_dataset(cfg).issues.issues]
     assert len(issues) == len(expected) == len(ALL_FAULTS), issues
     for where, reason in expected:

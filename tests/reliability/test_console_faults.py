@@ -31,7 +31,7 @@ def error_text(app) -> str:
 async def test_a_worker_that_dies_on_bad_data_is_shown_and_the_console_survives(tmp_path):
     ckpts, _ = tiny_world(tmp_path)
     missing = tmp_path / "data[" / "q] [bold]" / "corpus.jsonl"  # reads .../data[/q] [bold]/corpus.jsonl
-    cfg = tiny_config(tmp_path, f"data.checkpoints={ckpts}", f"data.corpus={missing}", "train.run_name=bad")
+    cfg = tiny_config(tmp_path, f"data.traces={ckpts}", f"data.corpus={missing}", "train.run_name=bad")
     app = ConsoleApp(cfg, "tiny", start=True)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)

@@ -293,7 +293,7 @@ def test_hostile_ids_in_checkpoints_write_nothing_outside_the_run(tmp_path, monk
     around = tmp_path.parent
     home = Path(os.environ["SEARCHGRPO_HOME"]).resolve()
     before = _tree(around)
-    cfg = tiny_config(tmp_path, f"data.checkpoints={ckpts}", f"data.corpus={corpus}", "train.max_steps=2",
+    cfg = tiny_config(tmp_path, f"data.traces={ckpts}", f"data.corpus={corpus}", "train.max_steps=2",
                       "train.save_every=1", "train.eval_every=2", "train.eval_states=2", "train.run_name=r")
     summary = Trainer(cfg).train()
     assert summary.step == 2
