@@ -64,6 +64,8 @@ def ensure_tiny_model(target: Path, hidden_size: int = 64, layers: int = 2, seed
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
+    from searchgrpo.policy.model import save_model_here
+
     try:
         with atomic_dir(target, overwrite=False) as tmp:
             tokenizer = build_tiny_tokenizer()
@@ -85,7 +87,7 @@ def ensure_tiny_model(target: Path, hidden_size: int = 64, layers: int = 2, seed
             model.generation_config = GenerationConfig(
                 bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
             )
-            model.save_pretrained(tmp, safe_serialization=True)
+            save_model_here(model, tmp)
             tokenizer.save_pretrained(tmp)
     except FileExistsError:
         pass  # another process finished the same folder first
