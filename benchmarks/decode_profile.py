@@ -2,19 +2,28 @@
 
     python benchmarks/decode_profile.py --model random:qwen3-8b     # built in memory, no files
     python benchmarks/decode_profile.py --model /tmp/qwen3-8b [--load-in-4bit]
+    python benchmarks/decode_profile.py --decoders fused fused-whole fused-rows   # issue 18's run
 
 Builds the sampling setup of a GRPO step (states x K rows, prompts of --prompt-tokens random
 tokens, LoRA r=16 on all linear layers as `searchgrpo train` attaches it, its B matrices set to
-small random values so that the adapters take part), then for each decoder in --decoders:
+small random values so that the adapters take part), then for each decoder in --decoders
+(`fused`, `graph`, `static`, or a `fused` variant: `fused-whole`, attention not split into
+chunks of the cache; `fused-eager`, the element-wise work not compiled; `fused-rows`, not
+compiled and each sample's row holding a copy of its prompt, which is `fused` as it was before
+issue 18):
 
-- `replay_ms`: one decode step replayed as a CUDA graph (mean of 40, the cache ~1,050 deep);
+- `replay_ms`: one decode step replayed as a CUDA graph (mean of 40, the cache ~1,050 deep, laid
+  out for --new-tokens as in `generate`: a shared cache's length depends on it);
 - `generate_step_ms`: what `generate` spends per decode step, sampling included: generate
   --new-tokens tokens and one token, and divide the difference by new-tokens - 1;
 - from torch.profiler over eager steps, GPU kernel time per step by kind (matmuls, attention,
   element-wise, copies, ...) and the number of kernels.
 
 The bound: the bytes a step must read (every weight but the embedding table, and each row's KV
-cache at the mean depth of a generation) over the bandwidth measured in the same run. Last, how
+cache at the mean depth of a generation) over the bandwidth measured in the same run. A decoder
+that shares a prompt's keys and values among its samples reads fewer bytes than that: the
+prompt once per group. `bound_shared_step_ms` is the bound for that work (weights, each prompt's
+KV once, each row's generated tokens' KV), reported beside it. Last, how
 far each decoder's logits are from the same steps in float32 (`agreement`). Prints a table and
 writes --out.
 """
@@ -22,6 +31,8 @@ writes --out.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import sys
 import time
@@ -37,14 +48,33 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import torch  # noqa: E402
 from grpo_vs_trl import bandwidth, random_config  # noqa: E402
 
+import searchgrpo.policy.sampling as sampling  # noqa: E402
 from searchgrpo.config import load_config  # noqa: E402
 from searchgrpo.policy.decoders import FusedDecoder, StaticDecoder  # noqa: E402
 from searchgrpo.policy.model import attach_lora, load_policy  # noqa: E402
 from searchgrpo.policy.sampling import generate, left_pad, next_tokens  # noqa: E402
 
+VARIANTS = {"fused": {}, "fused-whole": {"chunk": 0}, "fused-eager": {"compile": False},
+            "fused-rows": {"compile": False, "share_prefix": False}}
+"""`fused` and the variants measured beside it: FusedDecoder's keyword arguments."""
+
+
+@contextlib.contextmanager
+def variant(name: str) -> Any:
+    """`generate(decoder="fused")` builds the FusedDecoder of variant `name` while this lasts."""
+    saved = sampling.FusedDecoder
+    if name in VARIANTS:
+        sampling.FusedDecoder = functools.partial(FusedDecoder, **VARIANTS[name])
+    try:
+        yield "fused" if name in VARIANTS else name
+    finally:
+        sampling.FusedDecoder = saved
+
 
 def kind(name: str) -> str:
     n = name.lower()
+    if n.startswith("triton"):
+        return "compiled (triton)"
     if any(k in n for k in ("gemm", "gemv", "cutlass", "sm90_", "cublas", "matmul", "splitk")):
         return "matmul"
     if any(k in n for k in ("softmax", "attention", "fmha", "flash", "attn")):
@@ -87,8 +117,8 @@ def decoder(policy: Any, prompts: list[list[int]], k: int, new_tokens: int, name
     out = policy.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
                        use_cache=True, logits_to_keep=1)
     cache = getattr(out, "cache", None) or out.past_key_values
-    if name == "fused":
-        return FusedDecoder(policy.model, cache, mask, k, new_tokens, graph=graph)
+    if name in VARIANTS:
+        return FusedDecoder(policy.model, cache, mask, k, new_tokens, graph=graph, **VARIANTS[name])
     return StaticDecoder(policy.model, cache, mask, k, new_tokens, graph=graph)
 
 
@@ -106,22 +136,23 @@ def timed(fn: Any, repeat: int, *args: Any) -> float:
 def measure(policy: Any, prompts: list[list[int]], args: argparse.Namespace, name: str) -> dict:
     rows = len(prompts) * args.k
     token = torch.randint(0, 1000, (rows,), device=policy.device)
-    step = decoder(policy, prompts, args.k, 64, name, graph=True)
+    step = decoder(policy, prompts, args.k, args.new_tokens, name, graph=True)
     for _ in range(3):
         step(token)
     replay_s = timed(step, 40, token)
     del step
 
     def run(n: int) -> Any:
-        return generate(policy.model, policy.tokenizer, prompts, num_samples=args.k, max_new_tokens=n,
-                        device=policy.device, seeds=list(range(len(prompts))), decoder=name)
+        with variant(name) as chosen:
+            return generate(policy.model, policy.tokenizer, prompts, num_samples=args.k, max_new_tokens=n,
+                            device=policy.device, seeds=list(range(len(prompts))), decoder=chosen)
 
     run(2)
     short = min(timed(run, 1, 1) for _ in range(2))
     full = min(timed(run, 1, args.new_tokens) for _ in range(2))
     generate_step_s = (full - short) / (args.new_tokens - 1)
 
-    eager = decoder(policy, prompts, args.k, 16, name, graph=False)
+    eager = decoder(policy, prompts, args.k, args.new_tokens, name, graph=False)
     for _ in range(3):
         eager(token)
     eager_s = timed(eager, 5, token)
@@ -200,16 +231,20 @@ def bound(policy: Any, args: argparse.Namespace) -> dict:
     embed = model.get_input_embeddings().weight
     weights = sum(p.numel() * p.element_size() for p in model.parameters()) - embed.numel() * embed.element_size()
     kv = args.states * args.k * (args.prompt_tokens + args.new_tokens / 2) * kv_token
+    shared = (args.states * args.prompt_tokens + args.states * args.k * args.new_tokens / 2) * kv_token
     bw = bandwidth()
     return {"weight_gb": round(weights / 1e9, 3), "kv_gb_mean": round(kv / 1e9, 3),
-            "bound_step_ms": round((weights + kv) / bw["best_bytes_per_s"] * 1e3, 3), **bw}
+            "kv_shared_gb_mean": round(shared / 1e9, 3),
+            "bound_step_ms": round((weights + kv) / bw["best_bytes_per_s"] * 1e3, 3),
+            "bound_shared_step_ms": round((weights + shared) / bw["best_bytes_per_s"] * 1e3, 3), **bw}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="random:qwen3-8b", help="a model folder, or random:SHAPE (grpo_vs_trl.SHAPES)")
     parser.add_argument("--load-in-4bit", action="store_true")
-    parser.add_argument("--decoders", nargs="+", default=["fused", "graph"], choices=["fused", "graph", "static"])
+    parser.add_argument("--decoders", nargs="+", default=["fused", "graph"],
+                        choices=[*VARIANTS, "graph", "static"])
     parser.add_argument("--states", type=int, default=4)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--prompt-tokens", type=int, default=1024)
@@ -229,6 +264,7 @@ def main() -> None:
     for r in results:
         for key in ("replay", "generate_step"):
             r[f"{key}_of_bound"] = round(limit["bound_step_ms"] / r[f"{key}_ms"], 3)
+            r[f"{key}_of_shared_bound"] = round(limit["bound_shared_step_ms"] / r[f"{key}_ms"], 3)
     report = {
         "args": vars(args), "device": torch.cuda.get_device_name(), "torch": torch.__version__,
         "bound": limit, "sampling_ms": sampling_ms(policy, args.states * args.k, args.states),
@@ -239,11 +275,13 @@ def main() -> None:
     report["float32_agreement"] = agreement(policy, prompts, args)
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(f"bound {limit['bound_step_ms']} ms ({limit['weight_gb']} GB weights + {limit['kv_gb_mean']} GB KV at "
-          f"{limit['best_bytes_per_s'] / 1e9:.0f} GB/s); sampling {report['sampling_ms']} ms; "
+          f"{limit['best_bytes_per_s'] / 1e9:.0f} GB/s; {limit['bound_shared_step_ms']} ms with the prompts' KV "
+          f"read once per group: {limit['kv_shared_gb_mean']} GB); sampling {report['sampling_ms']} ms; "
           f"against float32: {report['float32_agreement']}")
     for r in results:
         print(f"{r['decoder']}: replay {r['replay_ms']} ms ({r['replay_of_bound']:.0%} of the bound), generate "
-              f"{r['generate_step_ms']} ms/step ({r['generate_step_of_bound']:.0%}), eager {r['eager_step_ms']} ms, "
+              f"{r['generate_step_ms']} ms/step ({r['generate_step_of_bound']:.0%}; "
+              f"{r['generate_step_of_shared_bound']:.0%} of the shared bound), eager {r['eager_step_ms']} ms, "
               f"{r['kernels']} kernels, {r['kernel_ms']} ms of kernel time, peak {r['peak_gb']} GB")
         for k, v in r["by_kind"].items():
             print(f"   {k:16s} {v['ms']:8.3f} ms  {v['kernels']:6d} kernels")

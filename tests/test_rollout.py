@@ -235,18 +235,57 @@ def _qwen2():
                                    num_attention_heads=4, num_key_value_heads=2, pad_token_id=0))
 
 
+@pytest.mark.parametrize("share_prefix,chunk", [(True, 0), (True, 16), (False, 0)],
+                         ids=["shared", "shared-split", "per-row"])
 @pytest.mark.parametrize("family", ["llama", "qwen3", "qwen2"])
-def test_fused_decoder_matches_the_module_forward(policy, family):
-    """FusedDecoder (q/k/v and LoRA A fused, residuals in addmm, one SDPA per layer) computes the
-    same logits as the model's own modules on a static cache: float32, tolerance 1e-4 on logits of
-    size ~1 (the difference is rounding: ~3e-7 seen)."""
+def test_fused_decoder_matches_the_module_forward(policy, family, share_prefix, chunk):
+    """FusedDecoder (q/k/v and LoRA A fused, residuals in addmm, one SDPA per layer or attention
+    split into chunks of the cache, a prompt's keys and values shared by its samples or copied
+    per row) computes the same logits as the model's own modules on a static cache: float32,
+    tolerance 1e-4 on logits of size ~1 (the difference is rounding: ~3e-7 seen)."""
     model = {"llama": lambda: policy.model, "qwen3": _qwen3, "qwen2": _qwen2}[family]()
     assert fused_layout(model) is not None
+    made = []
+
+    def fused(cache, mask):
+        made.append(FusedDecoder(model, cache, mask, DECODE_K, 8, graph=False, share_prefix=share_prefix,
+                                 chunk=chunk))
+        return made[-1]
+
     _assert_decoders_agree(
         model, [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]], 0,  # unequal lengths: the padding mask matters
         lambda cache, mask: StaticDecoder(model, cache, mask, DECODE_K, 8, graph=False, shortcuts=False),
-        lambda cache, mask: FusedDecoder(model, cache, mask, DECODE_K, 8, graph=False),
-        token_range=(1, 200))
+        fused, token_range=(1, 200))
+    # Shared: one cache row per prompt, holding the prompt once and a segment of 8 slots per sample.
+    rows, width = (2, 7 + DECODE_K * 8) if share_prefix else (2 * DECODE_K, 7 + 8)
+    assert made[0].keys[0].shape[0] == rows and made[0].keys[0].shape[2] == -(-width // 16) * 16
+    if chunk:  # 23 slots in 2 chunks of 16: the second chunk is padding or unwritten slots at first
+        assert made[0].chunks.bias.shape[1] == 2 * model.config.num_key_value_heads
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_fused_decoder_on_cuda_compiled_and_replayed(family):
+    """The CUDA path: compiled element-wise kernels, attention split into chunks (memory-efficient
+    attention with its log-sum-exp), the step replayed as a CUDA graph; float32."""
+    model = {"llama": lambda: _policy("model.device=cuda", "model.dtype=float32").model, "qwen3": _qwen3}[family]()
+    model = model.cuda()
+    prompts = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]]
+    ids, mask = left_pad(prompts, 0, "cuda")
+    model.eval()
+    decoders = []
+    with torch.no_grad():
+        for make in (lambda c: StaticDecoder(model, c, mask, DECODE_K, 8, graph=False, shortcuts=False),
+                     lambda c: FusedDecoder(model, c, mask, DECODE_K, 8, graph=True, compile=True, chunk=16)):
+            out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                        use_cache=True, logits_to_keep=1)
+            decoders.append(make(getattr(out, "cache", None) or out.past_key_values))
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(7):
+            token = torch.randint(1, 200, (len(prompts) * DECODE_K,), generator=generator).cuda()
+            reference, candidate = decoders[0](token), decoders[1](token).clone()
+            assert torch.allclose(reference, candidate, atol=1e-4), (reference - candidate).abs().max()
+    assert decoders[1].graph is not None
 
 
 def test_fused_layout_refuses_what_it_cannot_reproduce(policy):

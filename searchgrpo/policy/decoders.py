@@ -6,7 +6,8 @@
 - `StaticDecoder`: a preallocated `StaticCache` read through the model's own modules with a
   grouped-query decode attention and `DecodeShortcuts` (lean LoRA and RMSNorm forwards).
 - `FusedDecoder`: the same function computed by `FusedStep` (searchgrpo/policy/fused_decode.py) in
-  fewer kernels, on a cache of its own.
+  fewer kernels, on a cache of its own where the samples of a prompt share the prompt's keys and
+  values (attended to once per group).
 
 The two static decoders keep every input at a fixed address, so on CUDA the first step runs
 eagerly and is captured as a CUDA graph that later steps replay (`ReplayedDecoder`).
@@ -23,6 +24,7 @@ from typing import Any, Iterator
 import torch
 
 from searchgrpo.policy.fused_decode import RMS_NORMS, FusedStep, Unsupported, fused_layout, lora_factors
+from searchgrpo.policy.split_attention import chunk_mask, split_mask_
 
 DECODERS = ("auto", "dynamic", "static", "graph", "fused")
 GROUPED_DECODE = "searchgrpo_grouped_decode"
@@ -299,39 +301,67 @@ class StaticDecoder(ReplayedDecoder):
 class FusedDecoder(ReplayedDecoder):
     """Decode steps through `FusedStep` (the same function in fewer kernels) on a cache of its own.
 
-    Each layer's keys and values are [B, KV, L, D] tensors, L = P + max_new_tokens rounded up
-    to a multiple of 16 (the alignment the fused attention kernel wants for its mask); attention
-    sees the slots where an additive mask [B, 1, 1, L] is zero.
+    With `share_prefix` (the default), the k samples of a prompt share one cache row per layer:
+    [groups, kv_heads, L, head_dim], the prompt's P columns, then one segment of max_new_tokens
+    slots per sample (L = P + k * max_new_tokens, rounded up to a multiple of 16, the alignment
+    the fused attention kernels want for a mask). Attention sees the slots where an additive mask
+    [groups, 1, k * heads/kv_heads, L] is zero: the prompt's real tokens for every sample, and
+    each sample's own segment up to its current token. Without, each sample has a row of its
+    own holding a copy of its prompt (k = 1 per row). `compile` (default: on CUDA) runs the
+    element-wise work compiled (`FusedStep`). `chunk` (default: 256 slots on CUDA with a shared
+    prefix, else 0: none) splits attention into chunks of the cache row (`split_attention`); L
+    is then a multiple of `chunk`.
     """
 
     def __init__(self, model: Any, prefix_cache: Any, prompt_mask: torch.Tensor, k: int, max_new_tokens: int, *,
-                 graph: bool) -> None:
+                 graph: bool, share_prefix: bool = True, compile: bool | None = None,
+                 chunk: int | None = None) -> None:
         super().__init__(prompt_mask, k, graph)
         layout = fused_layout(model)
         if layout is None:
             raise ValueError(f"{type(model).__name__}: not a model that FusedStep reproduces")
-        self.step = FusedStep(layout)
+        device = prompt_mask.device
+        if compile is None:
+            compile = device.type == "cuda"
+        self.step = FusedStep(layout, compile=compile)
+        prefixes = [(p.keys, p.values) for p in prefix_cache.layers]
+        if not share_prefix:  # one row per sample, each with a copy of its prompt
+            prefixes = [(key.repeat_interleave(k, dim=0), value.repeat_interleave(k, dim=0)) for key, value in prefixes]
+            prompt_mask, k = prompt_mask.repeat_interleave(k, dim=0), 1
+        if chunk is None:
+            chunk = 256 if device.type == "cuda" and share_prefix else 0
+        if chunk % 16:
+            raise ValueError(f"chunk must be a multiple of 16, got {chunk}")
         groups, width = prompt_mask.shape
-        length = -(-(width + max_new_tokens) // 16) * 16
-        rows, kv_heads, _, dim = shape = self.step.cache_shape(len(self.token), length)
+        align = chunk or 16
+        length = -(-(width + k * max_new_tokens) // align) * align
+        shape = self.step.cache_shape(groups, length)
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
-        for prefix in prefix_cache.layers:
-            for cache, source in ((self.keys, prefix.keys), (self.values, prefix.values)):
+        for prefix in prefixes:
+            for cache, source in zip((self.keys, self.values), prefix):
                 # Zeros, not garbage: masked slots still meet V with a weight of exactly 0.
-                tensor = torch.zeros(shape, dtype=source.dtype, device=source.device)
-                tensor.view(groups, k, kv_heads, length, dim)[:, :, :, :width] = source.unsqueeze(1)
+                tensor = torch.zeros(shape, dtype=source.dtype, device=device)
+                tensor[:, :, :width] = source
                 cache.append(tensor)
-        self.mask = torch.full((rows, 1, 1, length), float("-inf"), dtype=layout.dtype, device=prompt_mask.device)
-        self.mask[:, 0, 0, :width].masked_fill_(prompt_mask.repeat_interleave(k, dim=0).bool(), 0.0)
-        self.slot = torch.zeros(1, dtype=torch.long, device=prompt_mask.device)
+        per_kv = layout.heads // layout.kv_heads
+        self.mask = torch.full((groups, 1, k * per_kv, length), float("-inf"), dtype=layout.dtype, device=device)
+        self.mask[:, 0, :, :width].masked_fill_(prompt_mask.bool().unsqueeze(1), 0.0)
+        self.first = width + torch.arange(k, device=device) * max_new_tokens  # each sample's first slot
+        self.slot = self.first.clone()
+        self.width, self.k, self.per_kv = width, k, per_kv
+        self.chunks = chunk_mask(self.mask, layout.kv_heads, chunk) if chunk else None
 
     def _reveal(self, column: int) -> None:
-        self.mask[:, :, :, column] = 0.0
-        self.slot.fill_(column)
+        torch.add(self.first, column - self.width, out=self.slot)
+        rows = self.mask.view(self.mask.shape[0], self.k, self.per_kv, -1)
+        rows.scatter_(3, self.slot.view(1, -1, 1, 1).expand(rows.shape[0], -1, self.per_kv, 1), 0.0)
+        if self.chunks is not None:
+            split_mask_(self.chunks, self.mask)
 
     def _forward(self) -> torch.Tensor:
-        return self.step(self.token, self.position, self.keys, self.values, self.mask, self.slot)
+        mask = self.chunks if self.chunks is not None else self.mask
+        return self.step(self.token, self.position, self.keys, self.values, mask, self.slot)
 
 
 def cache_argument(model: Any) -> str:
