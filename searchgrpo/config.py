@@ -193,6 +193,16 @@ class GRPOConfig:
     q/k/v and LoRA products fused; a CUDA graph on CUDA; Llama, Qwen2 and Qwen3 with a 16-bit
     base, else `graph`). `auto`: fused on CUDA, dynamic elsewhere."""
 
+    sampler: Literal["local", "server"] = "local"
+    """Where samples come from: `local` (the trainer's own model, `decoder` above) or `server`
+    (llama.cpp in this process serving the base GGUF with the current LoRA adapter, reloaded after
+    every update; model.base must be embedded:smollm2 or a .gguf file). The server's log-probs
+    differ from the trainer's; the loss corrects for it (`tis_cap`) and logs `sampler/kl`."""
+
+    tis_cap: float = positive(2.0)
+    """C of the truncated importance weight min(pi_trainer / pi_sampler, C) that multiplies each
+    token's policy-gradient term when the sampler is not the trainer (`sampler: server`)."""
+
 
 @dataclass(frozen=True)
 class RewardConfig:

@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from searchgrpo.policy.logprobs import selective_log_softmax
-from searchgrpo.train.grpo import aggregate, clipped_surrogate, group_advantages, grpo_loss, kl_per_token
+from searchgrpo.train.grpo import (
+    aggregate,
+    clipped_surrogate,
+    group_advantages,
+    grpo_loss,
+    kl_per_token,
+    truncated_importance_weights,
+)
 
 
 def close(actual: torch.Tensor, expected: list) -> bool:
@@ -119,6 +126,29 @@ def test_grpo_loss_at_ratio_one_is_minus_mean_advantage_plus_kl():
     loss.backward()
     # Gradient descent raises log-probs of the positive-advantage sequence.
     assert (logp.grad[0] < 0).all() and (logp.grad[1] > 0).all()
+
+
+def test_truncated_importance_weights_by_hand():
+    trainer = torch.tensor([[-1.0, -2.0, -0.5]])
+    sampler = torch.tensor([[-1.0, -1.0, -2.0]])
+    # ratios: exp(0) = 1, exp(-1) = 0.3679, exp(1.5) = 4.4817 -> capped at 2
+    weights, clipped = truncated_importance_weights(trainer, sampler, 2.0)
+    assert close(weights, [[1.0, math.exp(-1.0), 2.0]])
+    assert clipped.tolist() == [[False, False, True]]
+
+
+def test_grpo_loss_weights_the_policy_gradient_term_only():
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    ref = torch.tensor([[-1.5, -2.0]])
+    weight = torch.tensor([[0.5, 2.0]])
+    kw = dict(eps_low=0.2, eps_high=0.2, beta=0.1, kl_estimator="sq", loss_type="grpo", num_sequences=1,
+              num_tokens=2, max_new_tokens=2)
+    loss, _ = grpo_loss(logp, logp.detach(), ref, torch.tensor([1.0]), torch.ones(1, 2), tis_weight=weight, **kw)
+    # ratio 1: pg per token -adv = -1, weighted -0.5 and -2 -> mean -1.25; kl (0.25, 0) -> mean 0.125
+    assert loss.item() == pytest.approx(-1.25 + 0.1 * 0.125)
+    loss.backward()
+    # d pg / d logp_t = -w_t * adv / 2 (ratio 1); d kl / d logp_0 = -2 (ref - logp) * 0.1 / 2 = +0.05
+    assert close(logp.grad, [[-0.25 + 0.05, -1.0]])
 
 
 def test_grpo_loss_needs_reference_when_beta_positive():

@@ -43,13 +43,17 @@ class EmbeddedServer:
     """llama.cpp serving one GGUF over HTTP in this process (see the module docstring)."""
 
     def __init__(self, gguf: str | Path, *, host: str = "127.0.0.1", port: int = 0, parallel: int = 4,
-                 threads: int = 0, alias: str | None = None) -> None:
+                 threads: int = 0, alias: str | None = None, lora: str | Path | None = None,
+                 slot_context: int = 0) -> None:
         self.gguf = Path(gguf).expanduser()
         self.host = host
         self.port = port
         self.parallel = parallel
         self.threads = threads or default_threads()
         self.alias = alias or model_name(self.gguf)
+        self.lora = Path(lora) if lora else None
+        """A GGUF LoRA adapter applied to every request (the server sampler's policy), or None."""
+        self.slot_context = slot_context or SLOT_CONTEXT
         self._server: Any = None
         self._lock = threading.Lock()
 
@@ -76,7 +80,9 @@ class EmbeddedServer:
         params.hostnames = [self.host]
         params.port = self.port
         params.n_parallel = self.parallel
-        params.n_ctx = SLOT_CONTEXT * self.parallel
+        params.n_ctx = self.slot_context * self.parallel
+        if self.lora is not None:
+            params.lora_adapters = [xllamacpp.CommonAdapterLoraInfo(str(self.lora), 1.0)]
         params.cpuparams.n_threads = self.threads
         params.cpuparams_batch.n_threads = self.threads
         params.verbosity = 0  # llama.cpp's logs would flood the console

@@ -72,6 +72,9 @@ class Completion:
     """Decoded without special tokens."""
     truncated: bool
     """Hit max_new_tokens without a stop token."""
+    sampler_logprobs: tuple[float, ...] | None = None
+    """Each token's log-prob under the distribution it was drawn from, where the sampler is not
+    the trainer's own model (`grpo.sampler: server`); None for the local sampler."""
 
 
 def next_tokens(

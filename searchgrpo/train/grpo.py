@@ -13,6 +13,12 @@ The seed's loss, per completion token t of sample i:
     loss_t  = pg_t + beta * kl_t
 
 and the per-token losses are aggregated over the batch by `aggregate`.
+
+When the samples come from another engine than the trainer (`grpo.sampler: server`), old_logp is
+the trainer's own log-prob of the sampled tokens, recomputed before the update, and pg_t is
+multiplied by the truncated importance weight w_t = min(exp(old_logp_t - sampler_logp_t), C)
+(`truncated_importance_weights`), which corrects for sampling from the sampler's distribution
+instead of the trainer's; the KL term is not weighted.
 """
 
 from __future__ import annotations
@@ -104,6 +110,15 @@ def clipped_surrogate(logp: Tensor, old_logp: Tensor, advantages: Tensor, eps_lo
     )
 
 
+def truncated_importance_weights(trainer_logp: Tensor, sampler_logp: Tensor, cap: float) -> tuple[Tensor, Tensor]:
+    """min(pi_trainer / pi_sampler, cap) per token, and [N, T] bool: where the cap cut the ratio.
+
+    Both log-probs are of the sampled tokens; the weights carry no gradient.
+    """
+    ratio = torch.exp(trainer_logp.detach() - sampler_logp.detach())
+    return torch.clamp(ratio, max=cap), ratio > cap
+
+
 def aggregate(
     per_token: Tensor,
     mask: Tensor,
@@ -159,13 +174,15 @@ def grpo_loss(
     num_sequences: int,
     num_tokens: int,
     max_new_tokens: int,
+    tis_weight: Tensor | None = None,
 ) -> tuple[Tensor, LossStats]:
     """The GRPO loss of one micro-batch (its share of the step's loss) and token statistics.
 
-    `ref_logp` may be None only when beta == 0 (the reference pass is skipped).
+    `ref_logp` may be None only when beta == 0 (the reference pass is skipped). `tis_weight`
+    ([N, T], `truncated_importance_weights`) multiplies the policy-gradient term per token.
     """
     surrogate = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high)
-    per_token = surrogate.loss
+    per_token = surrogate.loss if tis_weight is None else surrogate.loss * tis_weight
     kl = None
     if beta > 0:
         if ref_logp is None:

@@ -45,6 +45,7 @@ from searchgrpo.policy.model import Policy
 from searchgrpo.policy.sampling import Completion, generate
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.grpo import LossStats, group_advantages, grpo_loss
+from searchgrpo.train.sampler_correction import needs_correction, sampler_correction
 from searchgrpo.train.timing import Stopwatch
 
 Batch = Union[GroupBatch, SequenceBatch]
@@ -103,10 +104,12 @@ def grpo_step(
     seeds: Sequence[int],
     dist: Dist | None = None,
     global_states: int | None = None,
+    sampler: Any = None,
 ) -> StepOutcome:
     """Run one GRPO step on this rank's `states` (with encoded `prompts` and sampling `seeds`).
 
     `global_states` is the number of states of the step over all ranks (default: len(states)).
+    `sampler` (searchgrpo/policy/samplers.py) samples instead of `generate` on the policy.
     """
     dist = dist or Dist()
     g, model, tok = cfg.grpo, policy.model, policy.tokenizer
@@ -114,10 +117,14 @@ def grpo_step(
     K = g.num_generations
 
     with watch.time("generate"):
-        groups = generate(
-            model, tok, prompts, num_samples=K, max_new_tokens=g.max_new_tokens,
-            temperature=g.temperature, top_p=g.top_p, device=policy.device, seeds=seeds, decoder=g.decoder,
-        )
+        if sampler is not None:
+            groups = sampler.sample(prompts, num_samples=K, max_new_tokens=g.max_new_tokens,
+                                    temperature=g.temperature, top_p=g.top_p, seeds=seeds)
+        else:
+            groups = generate(
+                model, tok, prompts, num_samples=K, max_new_tokens=g.max_new_tokens,
+                temperature=g.temperature, top_p=g.top_p, device=policy.device, seeds=seeds, decoder=g.decoder,
+            )
     before = checker_stats(env.checker)
     with watch.time("score"):
         results = [env.score_group(s, [c.text for c in group]) for s, group in zip(states, groups)]
@@ -148,7 +155,13 @@ def grpo_step(
             for rows in [[i * K + k for i in chunk for k in range(K)]]
         ]
         ref = _frozen_logprobs(policy, batches, g.temperature, reference=True) if g.beta > 0 and active else None
-        old = _frozen_logprobs(policy, batches, g.temperature, reference=False) if g.num_iterations > 1 else None
+        # Samples from another engine (sampler_correction.py): the trainer's own old log-probs, and
+        # truncated importance weights against the sampler's.
+        flat = [c for grp in groups for c in grp]
+        correct = needs_correction(flat)
+        old = _frozen_logprobs(policy, batches, g.temperature, reference=False) \
+            if g.num_iterations > 1 or correct else None
+        tis = sampler_correction(batches, flat, old, g.tis_cap) if correct and old is not None else None
         totals = _Totals()
         params = policy.trainable_parameters()
         for _ in range(g.num_iterations):
@@ -171,6 +184,7 @@ def grpo_step(
                     num_sequences=num_sequences,
                     num_tokens=num_tokens,
                     max_new_tokens=g.max_new_tokens,
+                    tis_weight=tis.weights[b] if tis is not None else None,
                 )
                 loss.backward()
                 loss_value += float(loss.detach())
@@ -189,6 +203,9 @@ def grpo_step(
 
     parts = _metric_parts(rewards, zero_std, results, groups, prompts, K)
     metrics = _metrics(dist.gather_json(parts), dist.sum(totals.sums()), totals, watch, scheduler, dist)
+    if correct:
+        summed = tis if tis is not None else sampler_correction([], [], [], g.tis_cap)  # every rank sums
+        metrics.update(summed.metrics(dist, getattr(sampler, "publish_s", 0.0)))
     if before is not None and after is not None:
         keys = sorted(after)  # counters summed over ranks
         summed = dict(zip(keys, dist.sum([after[k] - before.get(k, 0.0) for k in keys])))

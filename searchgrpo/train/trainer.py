@@ -114,6 +114,9 @@ class Trainer:
             from searchgrpo.policy.model import load_policy
 
             self.policy = load_policy(cfg, device=dist.device(cfg.model.device))
+        from searchgrpo.policy.samplers import make_sampler
+
+        self.sampler = make_sampler(cfg, self.policy)  # grpo.sampler: local generate or a server
         ds = self.dataset
         shown = ds.issues.issues[:MAX_ISSUES_SHOWN]
         for issue in shown:
@@ -205,10 +208,11 @@ class Trainer:
             self.close()
 
     def close(self) -> None:
-        """Release what the checker holds (an embedded server, the verdict cache)."""
-        close = getattr(getattr(getattr(self, "env", None), "checker", None), "close", None)
-        if callable(close):
-            close()
+        """Release what the checker and the sampler hold (embedded servers, the verdict cache)."""
+        for owner in (getattr(getattr(self, "env", None), "checker", None), getattr(self, "sampler", None)):
+            close = getattr(owner, "close", None)
+            if callable(close):
+                close()
 
     def _loop(self) -> RunSummary:
         import torch
@@ -235,6 +239,7 @@ class Trainer:
                 cfg, self.policy, self.env, self.optimizer, self.scheduler, mine, [self.prompt_ids(s) for s in mine],
                 step=self.step + 1, epoch=epoch, dist=dist, global_states=len(states),
                 seeds=[derive_seed(cfg.train.seed, "sample", self.step, s.state_id) for s in mine],
+                sampler=self.sampler,
             )
             self.step += 1
             for group in self._in_state_order(outcome.groups):
