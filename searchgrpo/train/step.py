@@ -12,6 +12,10 @@ and when beta = 0 the groups with zero reward variance are left out of the forwa
 advantage is 0, so their gradient is exactly 0; the loss denominators still count them, so the
 update is unchanged).
 
+With a `sampler` other than the trainer's own model (`grpo.sampler: server`), the samples carry
+the sampler's log-probs, and the loss recomputes the trainer's and weights each token by a
+truncated importance ratio (one hook: `sampler_correction.py`).
+
 Under data parallelism (`distributed.py`) this runs on each rank's share of the step's states:
 the loss denominators are global, gradients are summed across ranks before clipping, and metrics
 are computed from every rank's samples, so N processes take the same step as one.
@@ -203,9 +207,8 @@ def grpo_step(
 
     parts = _metric_parts(rewards, zero_std, results, groups, prompts, K)
     metrics = _metrics(dist.gather_json(parts), dist.sum(totals.sums()), totals, watch, scheduler, dist)
-    if correct:
-        summed = tis if tis is not None else sampler_correction([], [], [], g.tis_cap)  # every rank sums
-        metrics.update(summed.metrics(dist, getattr(sampler, "publish_s", 0.0)))
+    if tis is not None:  # every rank has one: the ranks share one sampler kind
+        metrics.update(tis.metrics(dist, getattr(sampler, "publish_s", 0.0)))
     if before is not None and after is not None:
         keys = sorted(after)  # counters summed over ranks
         summed = dict(zip(keys, dist.sum([after[k] - before.get(k, 0.0) for k in keys])))
