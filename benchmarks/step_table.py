@@ -1,0 +1,166 @@
+"""GRPO step time and the checker's share of it, per checker and sampler, on the same work (issue 18 item 5).
+
+    python benchmarks/step_table.py [--steps 2] [--threads 1] [--only NAME ...] [--set key=value ...]
+
+Trains SmolLM2-135M (the embedded model) on the demo world, the same states with the same
+sampling seeds in every configuration, `--steps` timed steps after one warm-up step each,
+configurations run one after another in this process (each a fresh `Trainer`, its servers closed
+before the next starts):
+
+- `gold`: the gold checker (labels from the data), the local sampler (`generate`);
+- `llm`: the LLM checker on the embedded llama.cpp server (a fresh verdict cache), local sampler;
+- `llm+pipeline=V`: the same with `train.pipeline=V`, for every value the config accepts besides
+  its default; left out when the config has no `train.pipeline`;
+- `gold+server`: the server sampler (`grpo.sampler=server`: llama.cpp serving the base GGUF with
+  the current adapter, restarted after every update), gold checker; `llm+server` on request.
+
+Per configuration: median seconds per step, of it sampling (`time/generate`, which includes
+handing the adapter to the server), scoring (`time/score`: retrieval, checker, reward) and the
+loss, the checker's share of the step (score / step), and for the server sampler the mean
+`sampler/kl`, `sampler/abs_logp_diff` and `sampler/tis_clipped_frac`. The 1-minute load average
+is recorded around each configuration. Writes --out (JSON) and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import typing
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from searchgrpo.config import TrainConfig, load_config  # noqa: E402
+from searchgrpo.events import StepFinished  # noqa: E402
+from searchgrpo.runs import quiet_libraries  # noqa: E402
+from searchgrpo.train.trainer import Trainer  # noqa: E402
+
+WORK = ["model.base=embedded:smollm2", "model.device=cpu", "model.dtype=float32", "train.states_per_step=2",
+        "grpo.num_generations=4", "grpo.max_new_tokens=64", "grpo.beta=0.04", "train.eval_every=0",
+        "train.save_every=0", "train.seed=7"]
+"""The work every configuration does: the README's CPU preset (2 states x K=4, 64-token completions)."""
+
+
+def pipeline_values() -> list[Any]:
+    """The values `train.pipeline` takes besides its default ([] when the config has no such key)."""
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    if "pipeline" not in fields:
+        return []
+    field = fields["pipeline"]
+    kind = typing.get_type_hints(TrainConfig).get("pipeline")
+    if kind is bool:
+        values: list[Any] = [True, False]
+    elif typing.get_origin(kind) is typing.Literal:
+        values = list(typing.get_args(kind))
+    else:
+        return []
+    return [v for v in values if v != field.default]
+
+
+def configurations() -> dict[str, list[str]]:
+    out = {"gold": ["checker.backend=gold"], "llm": ["checker.backend=llm"]}
+    for value in pipeline_values():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        out[f"llm+pipeline={text}"] = ["checker.backend=llm", f"train.pipeline={text}"]
+    out["gold+server"] = ["checker.backend=gold", "grpo.sampler=server"]
+    out["llm+server"] = ["checker.backend=llm", "grpo.sampler=server"]  # not run by default (--only)
+    return out
+
+
+DEFAULT = ("gold", "llm", "llm+pipeline", "gold+server")
+"""Run unless --only names others: every `llm+pipeline=V` row counts as `llm+pipeline`."""
+
+
+def load1() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def run(name: str, overrides: list[str], args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    cfg = load_config(None, [*WORK, f"train.max_steps={args.steps + 1}", f"train.output_dir={work / name}",
+                             f"checker.cache_path={work / (name + '-verdicts.sqlite')}", *overrides, *args.overrides])
+    steps: list[dict[str, float]] = []
+
+    def on_event(event: object) -> None:
+        if isinstance(event, StepFinished):
+            steps.append(event.metrics)
+            m = event.metrics
+            print(f"  {name} step {event.step}: {m['time/step']:.2f} s (generate {m['time/generate']:.2f}, "
+                  f"score {m['time/score']:.2f}, loss {m['time/loss']:.2f})", flush=True)
+
+    before = load1()
+    start = time.perf_counter()
+    Trainer(cfg, sink=on_event).train()
+    timed = steps[1:]  # the first step is the warm-up
+
+    def median(key: str) -> float:
+        return statistics.median(m[key] for m in timed) if timed and key in timed[0] else float("nan")
+
+    row = {"name": name, "overrides": overrides, "steps": timed, "wall_s": time.perf_counter() - start,
+           "load1_before": before, "load1_after": load1()}
+    for key in ("time/step", "time/generate", "time/score", "time/loss", "sampler/kl", "sampler/abs_logp_diff",
+                "sampler/tis_clipped_frac", "sampler/publish_s", "tokens/completion"):
+        row[key] = median(key)
+    row["checker_share"] = statistics.median(m["time/score"] / m["time/step"] for m in timed)
+    return row
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| configuration | s/step | sampling | scoring | loss | checker share | sampler/kl | |logp diff| | TIS clipped |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        server = "grpo.sampler=server" in r["overrides"]
+        extra = (f"{r['sampler/kl']:+.4f} | {r['sampler/abs_logp_diff']:.3f} | {r['sampler/tis_clipped_frac']:.3f}"
+                 if server else "| |")
+        lines.append(f"| {r['name']} | {r['time/step']:.2f} | {r['time/generate']:.2f} | {r['time/score']:.2f} | "
+                     f"{r['time/loss']:.2f} | {r['checker_share']:.0%} | {extra} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=2, help="timed steps per configuration (after 1 warm-up)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the server sampler uses as many)")
+    parser.add_argument("--only", nargs="*", help="configurations to run (default: all)")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "step_table.json")
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    args = parser.parse_args()
+    quiet_libraries()
+    torch.set_num_threads(args.threads)
+    chosen = {k: v for k, v in configurations().items()
+              if (k in args.only if args.only else k.split("=")[0] in DEFAULT)}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, overrides in chosen.items():
+            print(f"{name}: {' '.join(overrides)} (load {load1():.2f})", flush=True)
+            rows.append(run(name, overrides, args, Path(tmp)))
+    by = {r["name"]: r for r in rows}
+    ratios = {}
+    for checker in ("gold", "llm"):
+        if checker in by and f"{checker}+server" in by:
+            local, server = by[checker], by[f"{checker}+server"]
+            ratios[checker] = {"sampling_local_over_server": local["time/generate"] / server["time/generate"],
+                               "step_local_over_server": local["time/step"] / server["time/step"]}
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    report = {"command": "python " + " ".join(sys.argv), "work": WORK, "threads": args.threads,
+              "pipeline_values": [str(v) for v in pipeline_values()], "uptime_end": uptime, "rows": rows,
+              "ratios": ratios}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    print(table(rows))
+    print(json.dumps(ratios, indent=1))
+    if not pipeline_values():
+        print("train.pipeline: not in this config; no `+ pipeline` row")
+
+
+if __name__ == "__main__":
+    main()
