@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,22 @@ class SearchState:
         return self.before.sub_goals
 
 
+def state_to_json(state: SearchState) -> dict[str, Any]:
+    """A training state as JSON (read back by `state_from_json`)."""
+    return {"state_id": state.state_id, "question_id": state.question_id, "question": state.question,
+            "answers": list(state.answers), "round": state.round, "before": state.before.to_json(),
+            "original_clues": list(state.original_clues), "source": state.source}
+
+
+def state_from_json(obj: dict[str, Any]) -> SearchState:
+    """The training state `state_to_json` wrote; raises SchemaError naming a bad field."""
+    if not isinstance(obj, dict):
+        raise SchemaError("expected a JSON object")
+    return SearchState(_get(obj, "state_id", str, ""), _get(obj, "question_id", str, ""), _get(obj, "question", str, ""),
+                       _str_list(obj, "answers", ""), _get(obj, "round", int, ""), parse_round(obj.get("before")),
+                       _str_list(obj, "original_clues", ""), _get(obj, "source", str, "", default=""))
+
+
 @dataclass
 class LoadedStates:
     """What `load_states` found."""
@@ -132,6 +148,11 @@ class LoadedStates:
     runs_read: int = 0
     rounds_skipped_few_clues: int = 0
     states_capped: int = 0
+    initial: dict[str, RoundState] = field(default_factory=dict)
+    """Each question's state before round 1 (its first run's round_000.json, else empty tables with
+    the sub-goals and open goals the run's rounds carry): where an episode of it starts."""
+    answers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Each question's answers, as meta.json gives them."""
 
     @property
     def question_ids(self) -> list[str]:
@@ -338,6 +359,9 @@ def load_states(
                 lab = Label.parse(doc.verdict)
                 if lab is not None and labels.labels.get(doc.docid) is not Label.IMPORTANT:
                     labels.labels[doc.docid] = lab
+        if meta.question_id not in out.initial:
+            out.initial[meta.question_id] = _initial_state(run_dir, rounds, missing, root_real)
+            out.answers[meta.question_id] = meta.answers
         for ref in meta.rounds:
             if ref.strategy != "SEARCH" or ref.round in missing:
                 continue
@@ -369,6 +393,17 @@ def load_states(
             states = [s for i, s in enumerate(states) if i in kept]
         out.states.extend(states)
     return out
+
+
+def _initial_state(run_dir: Path, rounds: dict[int, RoundState], missing: set[int], root_real: Path) -> RoundState:
+    """The state before round 1; issues with round_000.json are reported where states are built."""
+    state = _state_before(run_dir, 1, rounds, missing, root_real, IssueLog()) or RoundState(round=0)
+    if not state.sub_goals:
+        planned = next((r for _, r in sorted(rounds.items()) if r.sub_goals), None)
+        if planned is not None:
+            state = replace(state, sub_goals=planned.sub_goals,
+                            goals=tuple(replace(g, status="open", answer=None) for g in planned.goals))
+    return state
 
 
 def _state_before(
@@ -435,6 +470,10 @@ class RunWriter:
     answers: tuple[str, ...] = ()
     gold_docids: tuple[str, ...] = ()
     rounds: list[RoundRef] = field(default_factory=list)
+
+    def write_initial(self, state: RoundState) -> None:
+        """round_000.json: the state before round 1 (not listed in meta.json's rounds)."""
+        atomic_write_json(self.run_dir / "round_000.json", replace(state, round=0).to_json())
 
     def add_round(self, state: RoundState) -> None:
         name = f"round_{state.round:03d}.json"
