@@ -102,6 +102,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], help="config override")
     p.add_argument("--report", type=Path, metavar="RESULTS_JSON",
                    help="only redraw the plot and print the tables of an earlier run's results.json")
+    p.add_argument("--train-only", action="store_true",
+                   help="stop after training (results.json then holds the curve and the checkpoint)")
+    p.add_argument("--run-dir", type=Path,
+                   help="skip training: evaluate the newest checkpoint of this run (trained with --train-only, "
+                        "e.g. on a GPU machine), with its curve from the run's events.jsonl or curve.json")
     return p.parse_args()
 
 
@@ -131,11 +136,27 @@ def train(cfg: Any, out: Path, minutes: float | None) -> tuple[Path, list[dict[s
     return ckpt.path, curve, time.time() - started
 
 
+def trained_elsewhere(run_dir: Path) -> tuple[Path, list[dict[str, float]], float]:
+    """(newest checkpoint, curve, training seconds) of a run trained by an earlier --train-only. The
+    checkpoint needs only its adapter and trainer_state.json (what eval loads)."""
+    found = sorted(p for p in (run_dir / "checkpoints").glob("step-*") if (p / "adapter").is_dir())
+    if not found:
+        raise SystemExit(f"{run_dir}: no checkpoint with an adapter")
+    saved = run_dir / "curve.json"
+    if saved.is_file():
+        data = json.loads(saved.read_text())
+        return found[-1], data["curve"], data.get("train_seconds", 0.0)
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    curve = [{"step": e["step"], **e["metrics"]} for e in events if e.get("type") in ("StepFinished", "EvalFinished")]
+    times = [e["time"] for e in events if "time" in e]
+    return found[-1], curve, (max(times) - min(times)) if times else 0.0
+
+
 def summarise(path: Path) -> dict[str, Any]:
     """What results.json keeps of an eval report (the report itself stays beside it)."""
     data = json.loads(path.read_text())
-    out = {k: data[k] for k in ("format", "mode", "headline", "questions", "aggregate", "paired", "clue_checks")
-           if k in data}
+    out = {k: data[k] for k in ("format", "mode", "headline", "questions", "aggregate", "paired", "clue_checks",
+                                "executor") if k in data}
     out["report"] = path.name
     if data["mode"] == "rounds":
         out["states"] = data["states"]
@@ -160,9 +181,9 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
                 met = value <= threshold
                 shown = f"{value:.3f}"
             elif kind == "ratio<=":
-                value = part["aggregate"][tuned][metric] / part["aggregate"]["baseline"][metric]
-                met = value <= threshold
-                shown = f"{value:.2f}x"
+                new, base = part["aggregate"][tuned][metric], part["aggregate"]["baseline"][metric]
+                met = new <= threshold * base
+                shown = f"{new:.2f} vs {base:.2f} ({new / base:.2f}x)" if base else f"{new:.2f} vs {base:.2f}"
             else:
                 d = part["paired"][tuned][metric]
                 value, lo, hi = d["diff"], *d["ci"]
@@ -289,6 +310,7 @@ def main() -> None:
     args = parse_args()
     if args.report:
         results = json.loads(args.report.read_text())
+        results["goals"] = goals(results)
         plot(results, args.report.with_name("efficacy.png"))
         print(markdown(results))
         return
@@ -303,7 +325,10 @@ def main() -> None:
 
     collected = collect_question_set(cfg, args.train_set)
     cfg = cfg.replace(**{"data.traces": str(collected.traces), "data.corpus": str(collected.corpus)})
-    checkpoint, curve, seconds = train(cfg, args.out, args.minutes)
+    if args.run_dir:
+        checkpoint, curve, seconds = trained_elsewhere(args.run_dir)
+    else:
+        checkpoint, curve, seconds = train(cfg, args.out, args.minutes)
     results: dict[str, Any] = {
         "command": command,
         "train_set": str(args.train_set),
@@ -314,6 +339,10 @@ def main() -> None:
         "curve": curve,
         "heldout": {},
     }
+    if args.train_only:
+        (args.out / "results.json").write_text(json.dumps(results, indent=2))
+        print(f"trained: {checkpoint}; results: {args.out / 'results.json'}")
+        return
     sets: list[tuple[str, str | None]] = [(f"{args.train_set.stem} (eval split)", None)]
     sets += [(qs.stem, str(qs)) for qs in heldout]
     for name, questions in sets:
@@ -323,6 +352,7 @@ def main() -> None:
         episodes = run_eval(cfg, EvalRequest(**common, limit=episode_limit, episodes=True,
                                              output=str(args.out / f"episodes-{stem}.json")))
         results["heldout"][name] = {"rounds": summarise(rounds), "episodes": summarise(episodes)}
+        (args.out / "results.json").write_text(json.dumps(results, indent=2))  # kept as each set finishes
         print(f"{name}: {load_report(rounds).headline} and episodes written")
     results["goals"] = goals(results)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from searchgrpo.data.labels import Label
-from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState, RunWriter, load_states, split_by_question
+from searchgrpo.data.states import load_states, split_by_question
+from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState, RunWriter
 from searchgrpo.errors import DataError, UserError
 
 

@@ -20,7 +20,7 @@ from searchgrpo.agents.verdict_cache import VerdictCache
 from searchgrpo.data.demo_world import generate_world
 from searchgrpo.data.labels import Label
 from searchgrpo.data.questions import write_questions
-from searchgrpo.data.traces import load_states
+from searchgrpo.data.states import load_states
 from searchgrpo.embedded import embedded_gguf_path
 from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.events import RunFinished, StepFinished

@@ -12,7 +12,8 @@ from pathlib import Path
 from searchgrpo.config import DataConfig
 from searchgrpo.data.corpus import Corpus, load_corpus
 from searchgrpo.data.labels import QuestionLabels
-from searchgrpo.data.traces import RoundState, SearchState, load_states, split_by_question
+from searchgrpo.data.states import load_states, split_by_question
+from searchgrpo.data.traces import RoundState, SearchState
 from searchgrpo.errors import IssueLog, UserError
 
 

@@ -75,6 +75,7 @@ def run_episode_eval(cfg: Config, request: EvalRequest, sink: EventSink | None =
     output = report_path(cfg, request, "episodes")
     sink(EvalStarted([s.name for s in specs], len(starts), str(output)))
     played: dict[str, list[Episode]] = {}
+    fallbacks: dict[str, dict[str, int]] = {}
     try:
         for spec in specs:
             if stop is not None and stop.is_set():
@@ -91,6 +92,7 @@ def run_episode_eval(cfg: Config, request: EvalRequest, sink: EventSink | None =
             played[spec.name] = play(starts, planner=RulePlanner(rounds), executor=executor,
                                      entity_manager=RuleEntityManager(), retriever=retriever, checker=checker,
                                      top_k=cfg.env.top_k, doc_budget=budget, on_done=progress)
+            fallbacks[spec.name] = {"clue_sets": executor.calls, "rule_fallbacks": executor.fallbacks}
             del executor
     finally:
         close = getattr(checker, "close", None)
@@ -98,6 +100,8 @@ def run_episode_eval(cfg: Config, request: EvalRequest, sink: EventSink | None =
             close()
     report = build_episode_report(cfg, request, [s.name for s in specs], [s.checkpoint for s in specs], played,
                                   rounds, budget, retriever.corpus)
+    # How often a policy wrote nothing readable and the rule Executor's clues stood in for it.
+    report["executor"] = fallbacks
     atomic_write_json(output, json_safe(report))
     sink(EvalReportWritten(str(output), {n: {k: v for k, v in agg.items() if isinstance(v, float)}
                                          for n, agg in report["aggregate"].items()}))

@@ -235,7 +235,8 @@ class Trainer:
                 self.sink(group)
             if outcome.nonfinite:
                 self.sink(LogMessage("warning", f"step {self.step}: non-finite loss or gradient; update skipped"))
-            if cfg.train.refresh_states_every and self.step % cfg.train.refresh_states_every == 0:
+            if (cfg.train.refresh_states_every and self.step % cfg.train.refresh_states_every == 0
+                    and self.step < self.total_steps):
                 outcome.metrics.update(self.refresh_states())
             self.last_metrics = outcome.metrics
             self.sink(StepFinished(self.step, epoch, self.total_steps, outcome.metrics))
@@ -294,6 +295,7 @@ class Trainer:
         assert self.dataset is not None
         if dist.is_main:  # rank 0 plays and saves; the others read what it saved
             states, metrics = replay_training_questions(cfg, self.policy, self.env, self.dataset, self.step)
+            self._forget_prompts(self.pool.refreshed)
             self.pool.set_refreshed(states, self.step)
             path = self.pool.save_refreshed(self.run_dir)
             self.sink(LogMessage("info", f"step {self.step}: replayed {int(metrics['refresh/questions'])} training "
@@ -301,9 +303,15 @@ class Trainer:
                                          f"({metrics['refresh/time_s']:.0f} s) -> {path}"))
         dist.barrier()
         if not dist.is_main:
+            self._forget_prompts(self.pool.refreshed)
             self.pool.load_refreshed(self.run_dir, self.step)
             metrics = {}  # only rank 0 publishes metrics
         return metrics
+
+    def _forget_prompts(self, states: list[Any]) -> None:
+        """Drop the encoded prompts of states no longer in the pool (replaced refreshed states)."""
+        for state in states:
+            self._prompts.pop(state.state_id, None)
 
     def _requests(self) -> tuple[bool, bool, bool]:
         """(stop, pause, save_now) as agreed by every rank."""

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from searchgrpo.config import CheckerConfig, field_docs
-from searchgrpo.data.traces import load_states
+from searchgrpo.data.states import load_states
 from searchgrpo.episodes.collect import collect_to_folder, question_dir_name
 from searchgrpo.errors import UserError
 from searchgrpo.train.checkpoints import latest_checkpoint
