@@ -44,6 +44,19 @@ def test_sampler_correction_by_hand():
                                      "sampler/publish_s": 1.5})
 
 
+def test_more_prompts_than_slots_go_in_turns():
+    from searchgrpo.policy.server_sampler import ServerSampler
+
+    sampler = ServerSampler.__new__(ServerSampler)  # no server: publish and the requests are stubbed
+    sampler.parallel, calls = 4, []
+    sampler.publish = lambda: None
+    sampler._group = lambda prompt, k, *rest: calls.append(prompt) or [Completion(prompt, "", False, (0.0,))] * k
+    out = sampler.sample([[1], [2], [3], [4], [5]], num_samples=2, max_new_tokens=4, temperature=1.0, top_p=1.0,
+                         seeds=[0, 1, 2, 3, 4])
+    assert [g[0].token_ids for g in out] == [[1], [2], [3], [4], [5]] and all(len(g) == 2 for g in out)
+    assert sorted(map(tuple, calls)) == [(1,), (2,), (3,), (4,), (5,)]
+
+
 def test_permute_rows_interleaves_rotary_halves_per_head():
     rows = np.arange(8).reshape(8, 1)  # 2 heads of dimension 4: halves (0, 1 | 2, 3)
     assert permute_rows(rows, 2)[:, 0].tolist() == [0, 2, 1, 3, 4, 6, 5, 7]

@@ -17,7 +17,7 @@ from searchgrpo.events import EventSink
 def run_eval_job(cfg: Config, request: dict[str, Any], sink: EventSink, stop: threading.Event) -> str:
     """Score the requested policies; returns the JSON report's path."""
     from searchgrpo import runs
-    from searchgrpo.evaluate.round_eval import EvalRequest
+    from searchgrpo.evaluate.inputs import EvalRequest
 
     return str(runs.evaluate(cfg, EvalRequest(**request), sink, stop))
 

@@ -138,14 +138,19 @@ class ServerSampler:
 
     def sample(self, prompts: Sequence[Sequence[int]], *, num_samples: int, max_new_tokens: int,
                temperature: float, top_p: float, seeds: Sequence[int]) -> list[list[Completion]]:
-        """`num_samples` completions per prompt, as [prompt][sample], with the sampler's log-probs."""
-        if len(prompts) * num_samples > self.parallel:
-            raise ValueError(f"{len(prompts)} prompts x {num_samples} samples exceed the server's {self.parallel} slots")
+        """`num_samples` completions per prompt, as [prompt][sample], with the sampler's log-probs.
+
+        As many prompts at a time as the server has slots for (dynamic sampling's extra rounds can
+        ask for more than a step's states)."""
         self.publish()
-        with ThreadPoolExecutor(max_workers=max(1, len(prompts))) as pool:
-            jobs = [pool.submit(self._group, list(p), num_samples, max_new_tokens, temperature, top_p, int(s))
-                    for p, s in zip(prompts, seeds)]
-            return [job.result() for job in jobs]
+        at_once = max(1, self.parallel // num_samples)
+        with ThreadPoolExecutor(max_workers=max(1, min(len(prompts), at_once))) as pool:
+            out: list[list[Completion]] = []
+            for start in range(0, len(prompts), at_once):
+                jobs = [pool.submit(self._group, list(p), num_samples, max_new_tokens, temperature, top_p, int(s))
+                        for p, s in zip(prompts[start:start + at_once], seeds[start:start + at_once])]
+                out.extend(job.result() for job in jobs)
+            return out
 
     def request(self, prompt: list[int], k: int, max_new_tokens: int, temperature: float, top_p: float,
                 seed: int) -> dict[str, Any]:
