@@ -116,7 +116,7 @@ def _break(tmp_path: Path, how: str) -> Path:
         ("missing field", "question: missing"),
         ("non utf8", "not valid UTF-8"),
         ("missing round file", "file is missing"),
-        ("symlink outside", "points outside the checkpoints folder"),
+        ("symlink outside", "points outside the traces folder"),
         ("not an object", "expected a JSON object"),
         ("path escape", "must be a plain file name"),
     ],
@@ -144,7 +144,7 @@ def test_huge_file_is_refused(tmp_path, monkeypatch):
 
 
 def test_missing_folder_is_a_user_error(tmp_path):
-    with pytest.raises(UserError, match="checkpoints folder not found"):
+    with pytest.raises(UserError, match="traces folder not found"):
         load_states(tmp_path / "nope")
 
 
