@@ -23,3 +23,14 @@ class Dataset:
     traces_dir: Path
     corpus_path: Path
     is_demo: bool
+
+    def issue_summary(self, shown: int) -> list[str]:
+        """Warnings about the malformed inputs skipped: the first `shown`, then the count."""
+        issues = self.issues.issues
+        lines = [f"skipped {issue}" for issue in issues[:shown]]
+        if len(issues) > shown:
+            lines.append(f"... and {len(issues) - shown} more malformed inputs skipped")
+        if issues:
+            lines.append(f"{len(issues)} malformed inputs skipped in all (data.strict / --strict stops at the "
+                         "first instead)")
+        return lines
