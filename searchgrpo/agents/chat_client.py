@@ -231,7 +231,7 @@ class ChatClient:
                 raise ServerUnavailable(f"checker client for {url} was closed during a retry (last: {error})")
             if attempt > self.max_retries or now + backoff >= deadline:
                 raise ServerUnavailable(
-                    f"checker server {url} failed {attempt} times over {elapsed:.0f} s (last: {error}); "
+                    f"checker server {url} failed {attempt} times over {elapsed:.1f} s (last: {error}); "
                     "the run stops here and resumes from its last checkpoint with --resume"
                 )
             self._sleep(backoff)

@@ -95,7 +95,7 @@ def exchange(method: str, url: str, *, body: bytes | None, headers: dict[str, st
         conn.connect()
         left = deadline - time.monotonic()
         if left <= 0 or cut.is_set():
-            raise ExchangeTimeout(f"no reply within {timeout_s:g} s")
+            raise ExchangeTimeout(f"no reply within {timeout_s:.3g} s")
         conn.sock.settimeout(left)
         conn.request(method, target, body=body, headers=headers)
         resp = conn.getresponse()
@@ -111,15 +111,15 @@ def exchange(method: str, url: str, *, body: bytes | None, headers: dict[str, st
             if size > max_bytes:
                 raise ReplyTooLarge(f"reply longer than the {max_bytes}-byte cap; not read further")
             chunks.append(chunk)
-    except (OSError, http.client.HTTPException):
-        if cut.is_set():
-            raise ExchangeTimeout(f"no complete reply within {timeout_s:g} s") from None
+    except (OSError, http.client.HTTPException) as exc:
+        if cut.is_set() or isinstance(exc, TimeoutError):  # the watchdog, or a read that hit the deadline
+            raise ExchangeTimeout(f"no complete reply within {timeout_s:.3g} s") from None
         raise
     finally:
         timer.cancel()
         conn.close()
     if cut.is_set():
-        raise ExchangeTimeout(f"no complete reply within {timeout_s:g} s")
+        raise ExchangeTimeout(f"no complete reply within {timeout_s:.3g} s")
     data = b"".join(chunks)
     if not 200 <= resp.status < 300:
         raise StatusError(resp.status, data.decode("utf-8", "replace"))
