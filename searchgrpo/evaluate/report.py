@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
+
+from searchgrpo.errors import printable
 
 METRICS = (
     ("recall_at_k", "IMPORTANT recall@k"),
@@ -14,6 +17,11 @@ METRICS = (
     ("ndcg_at_k", "nDCG@k"),
     ("reward_mean", "mean reward"),
 )
+
+
+def _plain(text: Any) -> Text:
+    """Text from the data (a question, a checkpoint's name): shown as it is, never read as markup."""
+    return Text(printable(text))
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -37,10 +45,10 @@ def eval_tables(path: str | Path, max_questions: int = 20) -> list[Table]:
     table = Table(title=title)
     table.add_column("metric")
     for n in names:
-        table.add_column(n, justify="right")
+        table.add_column(_plain(n), justify="right")
     for n in names:
         if n in paired:
-            table.add_column(f"{n} - baseline", justify="right")
+            table.add_column(_plain(f"{n} - baseline"), justify="right")
     for key, label in METRICS:
         row = [label] + [_fmt(agg[n][key]) + _ci(agg[n]["ci"].get(key)) for n in names]
         for n in names:
@@ -54,7 +62,7 @@ def eval_tables(path: str | Path, max_questions: int = 20) -> list[Table]:
     per_q = Table(title=f"reward per question (first {max_questions} of {len(report['per_question'])})")
     per_q.add_column("question", overflow="ellipsis", max_width=60)
     for n in names:
-        per_q.add_column(n, justify="right")
+        per_q.add_column(_plain(n), justify="right")
     for q in report["per_question"][:max_questions]:
-        per_q.add_row(q["question"], *[_fmt(q["reward"].get(n)) for n in names])
+        per_q.add_row(_plain(q["question"]), *[_fmt(q["reward"].get(n)) for n in names])
     return [table, per_q]
