@@ -143,7 +143,8 @@ def test_a_poisoned_checkpoint_is_refused_and_its_payload_never_runs(tmp_path, c
     assert main_in_process(args, capsys, monkeypatch)[0] == 0
     info = latest_checkpoint(Path("runs/r"))
     torch.save({"state": {}, "param_groups": [], "x": Payload(marker)}, info.path / "optimizer.pt")
-    code, out = main_in_process([*args[:-2], "--set", "train.max_steps=2", "--resume"], capsys, monkeypatch)
+    code, out = main_in_process([*args[:-2], "--set", "train.max_steps=2", "--resume", "--allow-changes"],
+                                capsys, monkeypatch)
     assert code == 2
     assert_one_error_line(out, f"{info.path}: checkpoint could not be loaded (UnpicklingError: Weights only load failed")
     assert not marker.exists()
@@ -270,9 +271,9 @@ def test_hostile_question_ids_stay_inside_the_collect_folder(tmp_path):
     for qid in HOSTILE_IDS:
         name = question_dir_name(qid)
         assert "/" not in name and name not in ("", ".", "..")
-    loaded = load_states(out / "checkpoints", min_clues_per_round=1)
+    loaded = load_states(out / "traces", min_clues_per_round=1)
     assert {s.question_id for s in loaded.states} <= set(HOSTILE_IDS) and not loaded.issues.issues
-    metas = {json.loads(p.read_text())["question_id"] for p in (out / "checkpoints").glob("*/run_001/meta.json")}
+    metas = {json.loads(p.read_text())["question_id"] for p in (out / "traces").glob("*/run_001/meta.json")}
     assert metas == set(HOSTILE_IDS)  # every id collected once, none lost to a shared folder name
     again = collect_to_folder(tiny_config(tmp_path), str(source), out)
     assert (again.stats.written, again.stats.skipped_existing) == (0, len(HOSTILE_IDS))
