@@ -134,6 +134,6 @@ def check_resume(run_dir: Path, cfg: Config, data: dict[str, str], *,
         if not allow_changes:
             raise UserError(f"{run_dir}: the {which} changed since the run last started ({where}); resume on the "
                             "same data, or pass --allow-changes to go on with the new data (recorded)")
-        warnings.append(f"resuming on changed data: the {which} differ from the run's last start "
+        warnings.append(f"resuming on changed data: the {which} changed since the run last started "
                         "(--allow-changes, recorded)")
     return changes, warnings
