@@ -5,8 +5,9 @@ Files are written to a temporary sibling, flushed and fsynced, then renamed over
 atomic step on POSIX). Folders are filled under a temporary name and renamed when complete.
 
 What they leave behind has the permissions any file gets (0666 / 0777 less the umask), not the
-owner-only mode of `tempfile`'s temporaries: a merged model or a checkpoint must be readable by a
-server that runs as another user wherever the umask allows it. Temporary names hold the writer's
+owner-only mode of `tempfile`'s temporaries (nor of the libraries that write through one of their
+own, such as safetensors): a merged model or a checkpoint must be readable by a server that runs as
+another user wherever the umask allows it. Temporary names hold the writer's
 pid (`<name>.tmp-<pid>-<random>`), so that leftovers of a killed writer can be told from the
 temporaries of one still running (`remove_stale_temporaries(..., only_dead=True)`).
 """
@@ -119,10 +120,18 @@ def atomic_dir(target: Path, *, overwrite: bool = False) -> Iterator[Path]:
     try:
         tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes it 0700
         yield tmp
+        # Whatever wrote the files, they end with the umask's permissions: safetensors (0.8) writes
+        # through an owner-only temporary of its own, which would keep another user's server out.
+        file_mode, dir_mode = 0o666 & ~current_umask(), 0o777 & ~current_umask()
         for f in tmp.rglob("*"):
+            if f.is_symlink():
+                continue
             if f.is_file():
+                f.chmod(file_mode)
                 with f.open("rb") as fh:
                     os.fsync(fh.fileno())
+            elif f.is_dir():
+                f.chmod(dir_mode)
         if target.exists():
             if not overwrite:
                 raise FileExistsError(f"{target} already exists")
