@@ -170,6 +170,8 @@ def merge_progress(console: Any, finished: list[MergeFinished]) -> Iterator[Even
                 for task in tasks.values():
                     progress.update(task, completed=5)
                 finished.append(event)
+            elif isinstance(event, LogMessage):
+                print_line(progress.console, f"{event.level}: {one_line(event.text)}")
 
         yield sink
 
