@@ -101,6 +101,7 @@ def test_an_over_long_question_id_costs_nothing(tmp_path, capsys, monkeypatch):
 
 
 def test_an_over_long_line_is_skipped_without_being_read_whole(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1 << 20)
     huge = json.dumps({"docid": "huge", "title": "t", "text": "x" * (8 << 20)})
     corpus = tmp_path / "corpus.jsonl"

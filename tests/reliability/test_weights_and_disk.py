@@ -10,6 +10,7 @@ reports and merged models get the umask's permissions, not owner-only ones.
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
 import subprocess
@@ -65,29 +66,40 @@ with open(path, "wb") as fh:
 """
 
 
-def _full_disk_run(tmp_path: Path, leave: int) -> tuple[int, str, str]:
-    """Train 1 step on a 4 MiB tmpfs, fill it to `leave` bytes free, resume for a second step."""
+def _resume_on_a_full_disk(tmp_path: Path, leaves: list[int]) -> list[tuple[int, str, str]]:
+    """Train 1 step on a 4 MiB tmpfs; then, for each of `leaves`, fill it to that many bytes free
+    and resume for a second step: (exit code, output, checkpoints left) of each resume."""
     disk = tmp_path / "disk"
     disk.mkdir()
     (tmp_path / "fill.py").write_text(FILL)
     base = [sys.executable, "-m", "searchgrpo", "train", "--headless", *SETS, "--set", f"train.output_dir={disk}",
             "--set", "train.run_name=full", "--set", "train.save_every=1"]
     quoted = " ".join(f"'{a}'" for a in base)
-    script = (f"mount -t tmpfs -o size=4m tmpfs '{disk}' && {quoted} --set train.max_steps=1 >/dev/null 2>&1 && "
-              f"'{sys.executable}' '{tmp_path / 'fill.py'}' '{disk}/filler' {leave} && "
-              f"{quoted} --set train.max_steps=2 --resume --allow-changes; echo \"exit=$? kept=$(ls '{disk}/full/checkpoints')\"")
+    script = f"mount -t tmpfs -o size=4m tmpfs '{disk}' && {quoted} --set train.max_steps=1 >/dev/null 2>&1 || exit 9\n"
+    for leave in leaves:
+        script += (f"rm -f '{disk}/filler'; '{sys.executable}' '{tmp_path / 'fill.py'}' '{disk}/filler' {leave}\n"
+                   f"{quoted} --set train.max_steps=2 --resume --allow-changes 2>&1; "
+                   f"echo \"exit=$? kept=$(ls '{disk}/full/checkpoints')\"; echo '=== next'\n")
     proc = subprocess.run(["unshare", "-m", "bash", "-c", script], capture_output=True, text=True, timeout=300,
                           cwd=tmp_path, env=cli_env())
-    out = proc.stdout + proc.stderr
-    code, kept = out.split("exit=", 1)[1].split()[:2]
-    return int(code), out, kept
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = []
+    for part in proc.stdout.split("=== next")[:len(leaves)]:
+        code, kept = part.split("exit=", 1)[1].split()[:2]
+        results.append((int(code), part, kept))
+    return results
 
 
 @needs_mount
-def test_a_real_full_disk_in_torch_save_is_reported_as_a_full_disk(tmp_path):
-    # Room for the adapter (safetensors) but not for optimizer.pt: torch.save fails with
-    # "unexpected pos ..." and no errno; the free space tells it is the disk.
-    code, out, kept = _full_disk_run(tmp_path, leave=460_000)
+def test_a_real_full_disk_is_reported_as_a_full_disk(tmp_path):
+    # 150 kB free: less than the checkpoint's tensors need, refused before anything is written.
+    # 460 kB free: room for the adapter (safetensors) but not for optimizer.pt, where torch.save
+    # fails with "unexpected pos ..." and no errno; the free space tells it is the disk.
+    (small_code, small, small_kept), (code, out, kept) = _resume_on_a_full_disk(tmp_path, [150_000, 460_000])
+    assert small_code == 2, small
+    assert_one_error_line(small, "step-000002: checkpoint not written (No space left on device: ",
+                          "MiB free, its tensors alone need", "step-000001, is intact")
+    assert small_kept == "kept=step-000001"
     assert code == 2, out
     line = assert_one_error_line(out, "step-000002: checkpoint not written (No space left on device",
                                  "the newest complete checkpoint, step-000001, is intact; free disk space")
@@ -95,32 +107,21 @@ def test_a_real_full_disk_in_torch_save_is_reported_as_a_full_disk(tmp_path):
     assert kept == "kept=step-000001"  # nothing partial left, the old one kept
 
 
-@needs_mount
-def test_a_disk_too_small_for_the_tensors_is_refused_before_writing(tmp_path):
-    code, out, kept = _full_disk_run(tmp_path, leave=150_000)
-    assert code == 2, out
-    assert_one_error_line(out, "step-000002: checkpoint not written (No space left on device: ",
-                          "MiB free, its tensors alone need", "step-000001, is intact")
-    assert kept == "kept=step-000001"
-
-
-def test_what_is_written_has_the_umasks_permissions(tmp_path):
+def test_what_is_written_has_the_umasks_permissions(tmp_path, capsys, monkeypatch):
     """Checkpoints, the run's config and a merged model, written by the CLI under umask 027, are
     group-readable as that umask allows (a vLLM running as another user of the group can load
     them), not owner-only as tempfile and safetensors' own temporaries leave them."""
-    umask, file_mode, dir_mode = 0o027, 0o640, 0o750
-    (tmp_path / "umask.py").write_text(
-        "import os, sys\nos.umask(int(sys.argv[1], 8))\nsys.argv = ['searchgrpo', *sys.argv[2:]]\n"
-        "from searchgrpo.cli import main\nmain()\n")
-
-    def cli(*args: str) -> None:
-        proc = subprocess.run([sys.executable, str(tmp_path / "umask.py"), oct(umask), *args], cwd=tmp_path,
-                              env=cli_env(), capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-
-    cli("train", "--headless", *SETS, "--set", "train.run_name=p", "--set", "train.max_steps=1")
+    file_mode, dir_mode = 0o640, 0o750
+    monkeypatch.chdir(tmp_path)
+    old = os.umask(0o027)
+    try:
+        for args in (["train", "--headless", *SETS, "--set", "train.run_name=p", "--set", "train.max_steps=1"],
+                     ["merge", "--run-dir", "runs/p", "--output-dir", "merged", "--dtype", "float32", *SETS]):
+            code, out = main_in_process(args, capsys, monkeypatch)
+            assert code == 0, out
+    finally:
+        os.umask(old)
     ckpt = list_checkpoints(tmp_path / "runs" / "p")[0].path
-    cli("merge", "--checkpoint", str(ckpt), "--output-dir", "merged", "--dtype", "float32", *SETS)
     written = [tmp_path / "runs" / "p", ckpt, *ckpt.rglob("*"), tmp_path / "runs" / "p" / "config.yaml",
                *(tmp_path / "merged").rglob("*")]
     assert any(p.suffix == ".safetensors" for p in (tmp_path / "merged").rglob("*"))
