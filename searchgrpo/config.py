@@ -10,7 +10,7 @@ Bad input never gets far: an unknown key, a wrong type or an out-of-range value 
   that cannot work fails here, with the key named, before any model loads.
 - A key that may be null takes `null`, `~`, `None` or `none` for null (YAML itself reads only the
   first two; `--set checker.model=None` is the same as `--set checker.model=null`).
-- YAML whose aliases expand to more than `MAX_YAML_NODES` values (a "billion laughs" document) is
+- YAML whose aliases expand to more than `yaml_safe.MAX_YAML_NODES` values (a "billion laughs") is
   refused before it is expanded.
 """
 
@@ -32,6 +32,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 import yaml
 
 from searchgrpo.errors import UserError
+from searchgrpo.yaml_safe import safe_yaml
 
 
 class ConfigError(UserError):
@@ -524,63 +525,6 @@ def describe(cfg: Config) -> list[tuple[str, Any, str]]:
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 NULL_WORDS = ("None", "none")
 """Spellings read as null for a key that may be null, besides YAML's own `null` and `~`."""
-MAX_YAML_NODES = 10_000
-"""Most values a config document may expand to once its aliases are resolved."""
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that refuses documents whose aliases expand past MAX_YAML_NODES values
-    (they are counted on the composed node graph, before anything is built)."""
-
-    def construct_document(self, node: Any) -> Any:
-        if _expanded_size(node) > MAX_YAML_NODES:
-            raise yaml.YAMLError(f"aliases expand to more than {MAX_YAML_NODES} values (a 'billion laughs' "
-                                 "document?); refused")
-        return super().construct_document(node)
-
-
-def _expanded_size(root: Any) -> float:
-    """Values in the document once every alias is expanded (memoised per node: linear time; a node
-    that contains itself counts as infinite)."""
-    sizes: dict[int, float] = {}
-    stack: list[tuple[Any, bool]] = [(root, False)]
-    open_nodes: set[int] = set()
-    while stack:
-        node, children_done = stack.pop()
-        if id(node) in sizes:
-            continue
-        if isinstance(node, yaml.MappingNode):
-            children = [n for pair in node.value for n in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        else:
-            sizes[id(node)] = 1
-            continue
-        if children_done:
-            open_nodes.discard(id(node))
-            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
-            continue
-        if id(node) in open_nodes:
-            return math.inf  # a recursive alias
-        open_nodes.add(id(node))
-        stack.append((node, True))
-        for child in children:
-            if id(child) in open_nodes:
-                return math.inf
-            if id(child) not in sizes:
-                stack.append((child, False))
-    return sizes[id(root)]
-
-
-def safe_yaml(text: str) -> Any:
-    """`yaml.safe_load(text)` that refuses alias bombs (raises yaml.YAMLError)."""
-    loader = _BoundedLoader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
-
-
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:

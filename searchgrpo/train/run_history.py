@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from searchgrpo.config import Config, deep_update, safe_yaml
+from searchgrpo.config import Config, deep_update
 from searchgrpo.errors import UserError
 from searchgrpo.fileio import atomic_write_text
+from searchgrpo.yaml_safe import safe_yaml
 
 HISTORY_FILE = "config_history.jsonl"
 FREE_KEYS = (
