@@ -39,7 +39,7 @@ def test_bad_override_is_one_line_exit_2(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert out.strip().splitlines() == [
-        "error: <defaults> + --set: grpo.num_generations = 1 is out of range: expected >= 2"
+        "error: <defaults> + --set: grpo.num_generations = 1 is out of range: expected >= 2 and <= 1024"
     ]
 
 

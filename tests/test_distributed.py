@@ -27,8 +27,10 @@ def test_two_processes_match_one(tmp_path):
     assert two.returncode == 0, out
     steps1, groups1, evals1 = _metrics(tmp_path / "runs" / "one")
     steps2, groups2, evals2 = _metrics(tmp_path / "runs" / "two")
-    # The same states, in the same order, with the same sampled clues.
-    assert groups1 == groups2 and len(groups1) == 12
+    # The same states, in the same order, with the same sampled clues; dynamic sampling's
+    # replacements included (each step samples at least its 4 states).
+    assert groups1 == groups2
+    assert len(groups1) == sum(m["dynamic/sampled_groups"] for m in steps1.values()) >= 12
     assert sorted(steps1) == sorted(steps2) == [1, 2, 3]
     for step in steps1:
         for key, value in steps1[step].items():
