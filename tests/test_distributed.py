@@ -2,10 +2,13 @@
 
 import math
 
+import pytest
+
 from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import latest_checkpoint
-from tests.test_cli import SETS, searchgrpo
+from tests.conftest import SETS, searchgrpo
 
+pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
 COMMON = [*SETS, "--set", "train.states_per_step=4", "--set", "train.max_steps=3", "--set", "grpo.beta=0.05",
           "--set", "train.eval_every=3", "--set", "train.eval_states=6"]
 

@@ -17,6 +17,8 @@ from searchgrpo.events import StepFinished
 from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
 
+pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+
 KEYS = ("loss/total", "grad/norm", "reward/mean", "loss/kl")
 GOLDEN = [  # re-recorded when the reward gained redundant_clue and token-set duplicates (retrieved_doc -0.02)
     {"loss/total": 3.973643103449831e-08, "grad/norm": 0.3140857517719269, "reward/mean": -0.9733333333333333,
