@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,17 @@ TINY_OVERRIDES = (
 )
 
 
+SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
+"""TINY_OVERRIDES as command-line options."""
+
+
+def searchgrpo(*args: str, cwd: Path, **kw) -> subprocess.Popen:
+    """The `searchgrpo` command in a subprocess (this checkout on its path), output merged."""
+    return subprocess.Popen([sys.executable, "-m", "searchgrpo", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}, **kw)
+
+
 def tiny_config(tmp_path: Path, *overrides: str) -> Config:
     """The tiny random model on a small demo world, writing runs under tmp_path."""
     return load_config(None, [*TINY_OVERRIDES, f"train.output_dir={tmp_path / 'runs'}", *overrides])
@@ -50,3 +63,17 @@ def tiny_config(tmp_path: Path, *overrides: str) -> Config:
 @pytest.fixture
 def tiny_cfg(tmp_path: Path) -> Config:
     return tiny_config(tmp_path)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` are skipped where CUDA is not available (CI has none)."""
+    if not any(item.get_closest_marker("gpu") for item in items):
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)

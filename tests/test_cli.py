@@ -1,10 +1,8 @@
 """The CLI: in-process with Typer's runner, and end to end in subprocesses."""
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,18 +12,11 @@ from typer.testing import CliRunner
 import searchgrpo.cli as cli
 from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import latest_checkpoint, list_checkpoints
-from tests.conftest import TINY_OVERRIDES
+from tests.conftest import SETS, searchgrpo
+
+pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
 
 runner = CliRunner()
-SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
-
-
-def searchgrpo(*args: str, cwd: Path, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "searchgrpo", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, **kw)
-
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_config_command_shows_overrides():
@@ -39,7 +30,7 @@ def test_bad_override_is_one_line_exit_2(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert out.strip().splitlines() == [
-        "error: <defaults> + --set: grpo.num_generations = 1 is out of range: expected >= 2"
+        "error: <defaults> + --set: grpo.num_generations = 1 is out of range: expected >= 2 and <= 1024"
     ]
 
 
