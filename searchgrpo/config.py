@@ -364,6 +364,13 @@ class TrainConfig:
     refresh_rounds: int = checked(6, lambda v: 1 <= v <= 50, "in [1, 50]")
     """Rounds per replayed episode (the Planner answers at the last one)."""
 
+    pipeline: bool = False
+    """`on`: sample step t+1 and send its documents to the checker before step t's update, so that
+    the checker labels them while the loss runs (bounded staleness of one step: those samples'
+    old log-probs are kept from when they were sampled, and the PPO ratio corrects for the update
+    in between). `off`: each step samples, waits for its verdicts, then updates (the numbers of a
+    run are then those of earlier versions). On pays when the checker is a server on other hardware."""
+
 
 @dataclass(frozen=True)
 class DemoConfig:

@@ -215,3 +215,48 @@ def test_refreshed_states_come_from_the_current_adapter_and_survive_a_resume(tmp
                 for e in events if isinstance(e, StepFinished)}
 
     assert {**metrics(first), **metrics(second)} == metrics(straight)
+
+
+def test_a_pipelined_run_trains_on_samples_one_update_old(tmp_path):
+    common = ("train.max_steps=3", "grpo.beta=0.05")
+    _, _, plain = run(tiny_config(tmp_path / "off", *common))
+    trainer, summary, piped = run(tiny_config(tmp_path / "on", *common, "train.pipeline=on"))
+    assert summary.step == 3 and summary.reason == "completed"
+    steps = {e.step: e.metrics for e in piped if isinstance(e, StepFinished)}
+    plain_steps = {e.step: e.metrics for e in plain if isinstance(e, StepFinished)}
+    # Step 1 samples with the same weights and seeds either way; from step 2 on the samples were
+    # drawn before the previous update, and their verdicts came on the scoring thread.
+    assert steps[1]["reward/mean"] == plain_steps[1]["reward/mean"]
+    assert steps[1]["loss/total"] == pytest.approx(plain_steps[1]["loss/total"], abs=1e-5)
+    # Time goes to the step whose wall time it takes: step s draws step s+1's samples (and their old
+    # log-probs); step s+1 waits for their verdicts.
+    assert all("time/old_logprobs" in steps[s] for s in (1, 2)) and "time/old_logprobs" not in steps[3]
+    assert all("time/score_wait" in steps[s] for s in (2, 3))
+    assert "time/score_wait" not in plain_steps[2]
+    # The old log-probs are the sampling weights': after an update the ratio moves off 1.
+    assert steps[1]["loss/clip_frac"] == 0.0
+    assert trainer.runner._scorer is None  # closed with the run
+
+
+def test_pending_rollouts_score_on_a_thread_as_they_would_in_line(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from searchgrpo.train.rollouts import finish_rollout, start_rollout
+
+    cfg = tiny_config(tmp_path, "train.max_steps=1")
+    trainer = Trainer(cfg)
+    trainer.setup()
+    try:
+        _, states = trainer.states_for_step(0)
+        seed_of = trainer.runner._seed_of(0)
+        kw = dict(prompt_of=trainer.prompt_ids, seed_of=seed_of)
+        inline = finish_rollout(start_rollout(cfg.grpo, trainer.policy, trainer.env, states, **kw), cfg.grpo,
+                                trainer.policy, trainer.env, **kw)
+        with ThreadPoolExecutor(1) as scorer:
+            pending = start_rollout(cfg.grpo, trainer.policy, trainer.env, states, scorer=scorer, keep_old=True, **kw)
+            threaded = finish_rollout(pending, cfg.grpo, trainer.policy, trainer.env, keep_old=True, **kw)
+        assert [g.rewards for g in threaded.sampled] == [g.rewards for g in inline.sampled]
+        assert all(g.old_logp is not None and g.old_logp.shape[0] == cfg.grpo.num_generations for g in threaded.batch)
+        assert all(g.old_logp is None for g in inline.batch)
+    finally:
+        trainer.close()

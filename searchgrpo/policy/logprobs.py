@@ -167,3 +167,37 @@ def selective_log_softmax(logits: Tensor, tokens: Tensor) -> Tensor:
     logits = logits.float()
     picked = torch.gather(logits, -1, tokens.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
+
+
+def layout_batch(policy: Any, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], k: int
+                 ) -> GroupBatch | SequenceBatch:
+    """Whole groups laid out for one forward pass: packed (each prompt once) where the model's
+    attention takes a tree mask, else one row per sequence."""
+    from searchgrpo.policy.decoders import packs_prefix
+
+    pad = policy.tokenizer.pad_token_id
+    if packs_prefix(policy.model):
+        return make_group_batch(prompts, completions, k, pad, policy.device)
+    return make_batch([p for p in prompts for _ in range(k)], completions, pad, policy.device)
+
+
+def batch_logprobs(policy: Any, batch: GroupBatch | SequenceBatch, temperature: float) -> torch.Tensor:
+    """[rows, C] completion log-probs of a `layout_batch` batch under the policy's current weights."""
+    if isinstance(batch, GroupBatch):
+        return group_logprobs(policy.model, batch, temperature)
+    return sequence_logprobs(policy.model, batch, temperature)
+
+
+@torch.no_grad()
+def sampling_logprobs(policy: Any, prompt: Sequence[int], completions: Sequence[Sequence[int]],
+                      temperature: float) -> torch.Tensor:
+    """[K, T] log-probs of one group's completions under the weights of now (kept on the CPU): the
+    old log-probs of samples that are trained on after the weights have moved (`train.pipeline`)."""
+    policy.model.eval()
+    batch = layout_batch(policy, [prompt], completions, len(completions))
+    return batch_logprobs(policy, batch, temperature).float().cpu()
+
+
+def stack_padded(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
+    """[sum of rows, width]: each [n, T] tensor right-padded with zeros (masked positions) to `width`."""
+    return torch.cat([torch.nn.functional.pad(r, (0, width - r.shape[1])) for r in rows], dim=0)

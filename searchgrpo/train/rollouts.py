@@ -10,17 +10,27 @@ so the batch always has the same number of groups (they cost nothing when beta =
 Under data parallelism every round is split across ranks (candidate i goes to rank i % world),
 the zero-variance flags are gathered, and every rank makes the same choice from them, so N
 processes pick the same batch as one.
+
+A step's rollout has two halves, so that the trainer can pipeline them (`train.pipeline`):
+`start_rollout` samples the first round now and hands its scoring (BM25 and the checker) to a
+thread, and `finish_rollout` waits for the scores, runs dynamic sampling's rounds and picks the
+batch. Started one step ahead, the checker labels step t+1's documents while step t's loss runs;
+those samples come from the weights of one update earlier, so their old log-probs are taken when
+they are sampled (`keep_old`) and the PPO ratio corrects for the difference. `collect_groups` is
+the two halves back to back.
 """
 
 from __future__ import annotations
 
 import math
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from searchgrpo.config import GRPOConfig
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.search_round import SearchRoundEnv, StepResult
+from searchgrpo.policy.logprobs import sampling_logprobs
 from searchgrpo.policy.sampling import Completion, generate
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.grpo import ZERO_STD_TOL
@@ -44,6 +54,8 @@ class ScoredGroup:
     """All K rewards equal: the group has no learning signal."""
     in_batch: bool = True
     """Trained on; False for a zero-variance group that dynamic sampling replaced."""
+    old_logp: Any = None
+    """[K, T] log-probs of the completions under the weights they were sampled with (`keep_old`)."""
 
     @property
     def rewards(self) -> list[float]:
@@ -68,16 +80,14 @@ def zero_variance(rewards: Sequence[float]) -> bool:
     return max(rewards) - min(rewards) < ZERO_STD_TOL
 
 
-def sample_and_score(g: GRPOConfig, policy: Any, env: SearchRoundEnv, states: Sequence[SearchState],
-                     prompts: Sequence[list[int]], seeds: Sequence[int], round_no: int,
-                     first_index: int = 0, stride: int = 1, watch: Stopwatch | None = None,
-                     sampler: Any = None) -> list[ScoredGroup]:
-    """K samples for each state in one sampling call (timed as `generate`; `sampler`, when given,
-    samples instead of `generate` on the policy), each group scored with one checker batch (timed
-    as `score`)."""
-    if not states:
-        return []
+def sample(g: GRPOConfig, policy: Any, prompts: Sequence[list[int]], seeds: Sequence[int], sampler: Any = None,
+           watch: Stopwatch | None = None, keep_old: bool = False) -> tuple[list[list[Completion]], list[Any]]:
+    """K samples per prompt in one sampling call (timed as `generate`; `sampler`, when given,
+    samples instead of `generate` on the policy), and with `keep_old` each group's log-probs under
+    the weights of now (timed as `old_logprobs`)."""
     watch = watch or Stopwatch()
+    if not prompts:
+        return [], []
     with watch.time("generate"):
         if sampler is not None:
             groups = sampler.sample(list(prompts), num_samples=g.num_generations, max_new_tokens=g.max_new_tokens,
@@ -88,13 +98,139 @@ def sample_and_score(g: GRPOConfig, policy: Any, env: SearchRoundEnv, states: Se
                 max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p, device=policy.device,
                 seeds=list(seeds), decoder=g.decoder,
             )
-    out = []
+    old: list[Any] = [None] * len(groups)
+    if keep_old:
+        with watch.time("old_logprobs"):
+            old = [sampling_logprobs(policy, p, [c.token_ids for c in grp], g.temperature)
+                   for p, grp in zip(prompts, groups)]
+    return groups, old
+
+
+def score(env: SearchRoundEnv, states: Sequence[SearchState], groups: Sequence[Sequence[Completion]]
+          ) -> list[list[StepResult]]:
+    """Each group through BM25, the checker (one deduplicated batch per group) and the reward."""
+    return [env.score_group(s, [c.text for c in grp], [c.truncated for c in grp]) for s, grp in zip(states, groups)]
+
+
+def scored_groups(round_no: int, first_index: int, stride: int, states: Sequence[SearchState],
+                  prompts: Sequence[list[int]], groups: Sequence[Sequence[Completion]],
+                  results: Sequence[list[StepResult]], old: Sequence[Any]) -> list[ScoredGroup]:
+    return [ScoredGroup((round_no, first_index + j * stride), state, list(prompt), list(group), res,
+                        zero_variance([r.reward.total for r in res]), old_logp=o)
+            for j, (state, prompt, group, res, o) in enumerate(zip(states, prompts, groups, results, old))]
+
+
+def sample_and_score(g: GRPOConfig, policy: Any, env: SearchRoundEnv, states: Sequence[SearchState],
+                     prompts: Sequence[list[int]], seeds: Sequence[int], round_no: int,
+                     first_index: int = 0, stride: int = 1, watch: Stopwatch | None = None,
+                     sampler: Any = None, keep_old: bool = False) -> list[ScoredGroup]:
+    """One round: `sample`, then `score` (timed as `score`)."""
+    watch = watch or Stopwatch()
+    groups, old = sample(g, policy, prompts, seeds, sampler, watch, keep_old)
     with watch.time("score"):
-        for j, (state, prompt, group) in enumerate(zip(states, prompts, groups)):
-            results = env.score_group(state, [c.text for c in group], [c.truncated for c in group])
-            out.append(ScoredGroup((round_no, first_index + j * stride), state, list(prompt), list(group), results,
-                                   zero_variance([r.reward.total for r in results])))
-    return out
+        results = score(env, states, groups)
+    return scored_groups(round_no, first_index, stride, states, prompts, groups, results, old)
+
+
+@dataclass
+class PendingRollout:
+    """A step's first round, sampled, its scores on their way (`start_rollout`)."""
+
+    states: list[SearchState]
+    """Every rank's states of the step, in step order."""
+    picked: list[SearchState]
+    """This rank's share of them."""
+    prompts: list[list[int]]
+    groups: list[list[Completion]]
+    old: list[Any]
+    results: Future | list[list[StepResult]]
+    """The scores: a future while a thread computes them."""
+
+    def settle(self) -> None:
+        """Wait until the scores are in (the environment may then be used by someone else)."""
+        if isinstance(self.results, Future):
+            self.results = self.results.result()
+
+
+def start_rollout(g: GRPOConfig, policy: Any, env: SearchRoundEnv, states: Sequence[SearchState], *,
+                  prompt_of: Callable[[SearchState], list[int]], seed_of: Callable[[SearchState, int], int],
+                  dist: Dist | None = None, watch: Stopwatch | None = None, sampler: Any = None,
+                  scorer: Executor | None = None, keep_old: bool = False) -> PendingRollout:
+    """Sample this rank's share of the step's first round now; score it on `scorer` (a thread) if
+    given, else now. `keep_old`: keep the samples' log-probs under the weights of now."""
+    dist = dist or Dist()
+    watch = watch or Stopwatch()
+    picked = [states[i] for i in range(dist.rank, len(states), dist.world)]
+    prompts = [prompt_of(s) for s in picked]
+    groups, old = sample(g, policy, prompts, [seed_of(s, 0) for s in picked], sampler, watch, keep_old)
+    if scorer is not None:
+        results: Future | list[list[StepResult]] = scorer.submit(score, env, picked, groups)
+    else:
+        with watch.time("score"):
+            results = score(env, picked, groups)
+    return PendingRollout(list(states), picked, prompts, groups, old, results)
+
+
+def finish_rollout(
+    pending: PendingRollout,
+    g: GRPOConfig,
+    policy: Any,
+    env: SearchRoundEnv,
+    *,
+    prompt_of: Callable[[SearchState], list[int]],
+    seed_of: Callable[[SearchState, int], int],
+    refill: Refill | None = None,
+    dist: Dist | None = None,
+    watch: Stopwatch | None = None,
+    sampler: Any = None,
+    keep_old: bool = False,
+) -> Rollouts:
+    """Wait for the first round's scores (timed as `score_wait` when they came from a thread), run
+    dynamic sampling's rounds, and pick the batch; see the module docstring."""
+    dist = dist or Dist()
+    watch = watch or Stopwatch()
+    if isinstance(pending.results, Future):
+        with watch.time("score_wait"):
+            pending.settle()
+    target = len(pending.states)
+    sampled = scored_groups(0, dist.rank, dist.world, pending.picked, pending.prompts, pending.groups,
+                            pending.results, pending.old)  # type: ignore[arg-type]
+    flags: dict[tuple[int, int], bool] = {}  # every rank's groups: key -> zero variance
+    seen = {s.state_id for s in pending.states}
+    groups, round_no = sampled, 0
+    while True:
+        for part in dist.gather_json([[list(x.key), x.zero_std] for x in groups]):
+            flags.update({tuple(key): bool(zero) for key, zero in part})
+        informative = sum(1 for zero in flags.values() if not zero)
+        need = target - informative
+        if not g.dynamic_sampling or refill is None or need <= 0 or round_no >= g.dynamic_max_retries:
+            break
+        round_no += 1
+        # Draw enough for the informative share seen so far, within 4x what is missing.
+        rate = max(informative / len(flags), 0.25)
+        candidates = refill(round_no, min(math.ceil(need / rate), 4 * need), seen)
+        if not candidates:
+            break
+        seen.update(s.state_id for s in candidates)
+        picked = [candidates[i] for i in range(dist.rank, len(candidates), dist.world)]
+        groups = sample_and_score(g, policy, env, picked, [prompt_of(s) for s in picked],
+                                  [seed_of(s, round_no) for s in picked], round_no, dist.rank, dist.world, watch,
+                                  sampler, keep_old)
+        sampled.extend(groups)
+
+    chosen = choose_batch(flags, target)
+    for x in sampled:
+        x.in_batch = x.key in chosen
+    sampled.sort(key=lambda x: x.key)
+    batch = [x for x in sampled if x.in_batch]
+    zero_sampled = sum(flags.values())
+    stats = {
+        "dynamic/sampled_groups": float(len(flags)),
+        "dynamic/replaced_groups": float(sum(1 for k, zero in flags.items() if zero and k not in chosen)),
+        "dynamic/rounds": float(round_no + 1),
+        "dynamic/frac_zero_std_sampled": zero_sampled / len(flags) if flags else 0.0,
+    }
+    return Rollouts(batch, sampled, target, stats)
 
 
 def collect_groups(
@@ -110,47 +246,12 @@ def collect_groups(
     watch: Stopwatch | None = None,
     sampler: Any = None,
 ) -> Rollouts:
-    """Sample and score the step's `states` (all ranks' states, in step order); see the module
-    docstring. `seed_of(state, round)` seeds a group's sampling."""
-    dist = dist or Dist()
-    target = len(states)
-    candidates = list(states)
-    sampled: list[ScoredGroup] = []
-    flags: dict[tuple[int, int], bool] = {}  # every rank's groups: key -> zero variance
-    seen = {s.state_id for s in states}
-    round_no = 0
-    while candidates:
-        mine = list(range(dist.rank, len(candidates), dist.world))
-        picked = [candidates[i] for i in mine]
-        groups = sample_and_score(g, policy, env, picked, [prompt_of(s) for s in picked],
-                                  [seed_of(s, round_no) for s in picked], round_no, dist.rank, dist.world, watch,
-                                  sampler)
-        sampled.extend(groups)
-        for part in dist.gather_json([[list(x.key), x.zero_std] for x in groups]):
-            flags.update({tuple(key): bool(zero) for key, zero in part})
-        informative = sum(1 for zero in flags.values() if not zero)
-        need = target - informative
-        if not g.dynamic_sampling or refill is None or need <= 0 or round_no >= g.dynamic_max_retries:
-            break
-        round_no += 1
-        # Draw enough for the informative share seen so far, within 4x what is missing.
-        rate = max(informative / len(flags), 0.25)
-        candidates = refill(round_no, min(math.ceil(need / rate), 4 * need), seen)
-        seen.update(s.state_id for s in candidates)
-
-    chosen = choose_batch(flags, target)
-    for x in sampled:
-        x.in_batch = x.key in chosen
-    sampled.sort(key=lambda x: x.key)
-    batch = [x for x in sampled if x.in_batch]
-    zero_sampled = sum(flags.values())
-    stats = {
-        "dynamic/sampled_groups": float(len(flags)),
-        "dynamic/replaced_groups": float(sum(1 for k, zero in flags.items() if zero and k not in chosen)),
-        "dynamic/rounds": float(round_no + 1),
-        "dynamic/frac_zero_std_sampled": zero_sampled / len(flags) if flags else 0.0,
-    }
-    return Rollouts(batch, sampled, target, stats)
+    """Sample and score the step's `states` (all ranks' states, in step order) now: `start_rollout`
+    then `finish_rollout`. `seed_of(state, round)` seeds a group's sampling."""
+    pending = start_rollout(g, policy, env, states, prompt_of=prompt_of, seed_of=seed_of, dist=dist, watch=watch,
+                            sampler=sampler)
+    return finish_rollout(pending, g, policy, env, prompt_of=prompt_of, seed_of=seed_of, refill=refill, dist=dist,
+                          watch=watch, sampler=sampler)
 
 
 def choose_batch(flags: dict[tuple[int, int], bool], target: int) -> set[tuple[int, int]]:

@@ -34,19 +34,11 @@ from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.reward import COMPONENTS
 from searchgrpo.env.search_round import SearchRoundEnv
-from searchgrpo.policy.decoders import packs_prefix
-from searchgrpo.policy.logprobs import (
-    GroupBatch,
-    SequenceBatch,
-    group_logprobs,
-    make_batch,
-    make_group_batch,
-    sequence_logprobs,
-)
+from searchgrpo.policy.logprobs import GroupBatch, SequenceBatch, batch_logprobs, layout_batch, stack_padded
 from searchgrpo.policy.model import Policy
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.grpo import LossStats, group_advantages, grpo_loss
-from searchgrpo.train.rollouts import Refill, ScoredGroup, collect_groups
+from searchgrpo.train.rollouts import Refill, Rollouts, ScoredGroup, collect_groups
 from searchgrpo.train.sampler_correction import needs_correction, sampler_correction
 from searchgrpo.train.timing import Stopwatch
 
@@ -82,13 +74,21 @@ def grpo_step(
     """Run one GRPO step on the step's `states` (every rank's, in step order): sampling, scoring
     and dynamic sampling (`rollouts.collect_groups`), then the update on this rank's share.
     `sampler` (searchgrpo/policy/samplers.py) samples instead of `generate` on the policy."""
-    dist = dist or Dist()
-    g, model = cfg.grpo, policy.model
     watch = Stopwatch()
-    K = g.num_generations
-
-    rollouts = collect_groups(g, policy, env, states, prompt_of=prompt_of, seed_of=seed_of, refill=refill,
+    rollouts = collect_groups(cfg.grpo, policy, env, states, prompt_of=prompt_of, seed_of=seed_of, refill=refill,
                               dist=dist, watch=watch, sampler=sampler)
+    return update(cfg, policy, optimizer, scheduler, rollouts, dist=dist, watch=watch, sampler=sampler)
+
+
+def update(cfg: Config, policy: Policy, optimizer: Any, scheduler: Any, rollouts: Rollouts, *,
+           dist: Dist | None = None, watch: Stopwatch | None = None, sampler: Any = None) -> StepOutcome:
+    """The clipped, KL-penalised policy-gradient update on this rank's share of `rollouts`. Groups
+    sampled before the weights last moved carry their old log-probs (`ScoredGroup.old_logp`, a
+    pipelined step), and the PPO ratio is taken against them."""
+    dist = dist or Dist()
+    watch = watch or Stopwatch()
+    g, model = cfg.grpo, policy.model
+    K = g.num_generations
     batch_groups = rollouts.batch
     rewards = torch.tensor([grp.rewards for grp in batch_groups], dtype=torch.float64).reshape(-1, K)
     if batch_groups:
@@ -109,7 +109,7 @@ def grpo_step(
 
     with watch.time("loss"):
         batches = [
-            (rows, _layout(policy, [prompts[i] for i in chunk], [seq_completions[r] for r in rows], K))
+            (rows, layout_batch(policy, [prompts[i] for i in chunk], [seq_completions[r] for r in rows], K))
             for chunk in (active[j:j + per_batch] for j in range(0, len(active), per_batch))
             for rows in [[i * K + k for i in chunk for k in range(K)]]
         ]
@@ -118,8 +118,11 @@ def grpo_step(
         # truncated importance weights against the sampler's.
         flat = [c for grp in batch_groups for c in grp.completions]
         correct = needs_correction(flat)
-        old = _frozen_logprobs(policy, batches, g.temperature, reference=False) \
-            if g.num_iterations > 1 or correct else None
+        if batch_groups and all(grp.old_logp is not None for grp in batch_groups):
+            old = _kept_logprobs(batch_groups, batches, K, policy.device)
+        else:
+            old = _frozen_logprobs(policy, batches, g.temperature, reference=False) \
+                if g.num_iterations > 1 or correct else None
         tis = sampler_correction(batches, flat, old, g.tis_cap) if correct and old is not None else None
         totals = _Totals()
         params = policy.trainable_parameters()
@@ -128,7 +131,7 @@ def grpo_step(
             loss_value = 0.0
             for b, (rows, batch) in enumerate(batches):
                 model.train()
-                logp = _logprobs(policy, batch, g.temperature)
+                logp = batch_logprobs(policy, batch, g.temperature)
                 loss, stats = grpo_loss(
                     logp,
                     old[b] if old is not None else logp.detach(),
@@ -178,19 +181,6 @@ def _batch_scaled(rewards: torch.Tensor, dist: Dist, eps: float) -> tuple[torch.
     return (adv.double() / (std + eps)).float(), zero_std
 
 
-def _layout(policy: Policy, prompts: list[list[int]], completions: list[list[int]], k: int) -> Batch:
-    pad = policy.tokenizer.pad_token_id
-    if packs_prefix(policy.model):
-        return make_group_batch(prompts, completions, k, pad, policy.device)
-    return make_batch([p for p in prompts for _ in range(k)], completions, pad, policy.device)
-
-
-def _logprobs(policy: Policy, batch: Batch, temperature: float) -> torch.Tensor:
-    if isinstance(batch, GroupBatch):
-        return group_logprobs(policy.model, batch, temperature)
-    return sequence_logprobs(policy.model, batch, temperature)
-
-
 @torch.no_grad()
 def _frozen_logprobs(policy: Policy, batches: list[tuple[list[int], Batch]], temperature: float, *,
                      reference: bool) -> list[torch.Tensor]:
@@ -199,7 +189,17 @@ def _frozen_logprobs(policy: Policy, batches: list[tuple[list[int], Batch]], tem
     out = []
     for _, batch in batches:
         with policy.reference_mode() if reference else contextlib.nullcontext():
-            out.append(_logprobs(policy, batch, temperature))
+            out.append(batch_logprobs(policy, batch, temperature))
+    return out
+
+
+def _kept_logprobs(groups: list[ScoredGroup], batches: list[tuple[list[int], Batch]], k: int,
+                   device: Any) -> list[torch.Tensor]:
+    """The old log-probs kept at sampling time, laid out as each micro-batch's rows."""
+    out = []
+    for rows, batch in batches:
+        width = batch.completion_mask.shape[1]
+        out.append(stack_padded([groups[r // k].old_logp for r in rows[::k]], width).to(device))
     return out
 
 
@@ -279,10 +279,9 @@ def _metrics(
     }
     for name in COMPONENTS:
         m[f"reward/{name}"] = sum(x for p in parts for x in p["components"][name]) / n
-    # Wall time is the slowest rank's.
-    phases = sorted(watch.totals)
-    slowest = dist.gather_json([watch.totals[p] for p in phases])
-    for i, name in enumerate(phases):
-        m[f"time/{name}"] = max(s[i] for s in slowest)
-    m["time/step"] = max(sum(s) for s in slowest)
+    # Wall time is the slowest rank's (a rank may have phases another lacks, e.g. a refill round).
+    per_rank = dist.gather_json(watch.totals)
+    for name in sorted({p for totals in per_rank for p in totals}):
+        m[f"time/{name}"] = max(totals.get(name, 0.0) for totals in per_rank)
+    m["time/step"] = max(sum(totals.values()) for totals in per_rank)
     return m

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from searchgrpo.agents.checker import checker_stats, stats_delta
 from searchgrpo.agents.llm_checker import PROMPT_VERSION, LLMChecker
 from searchgrpo.config import Config, to_yaml
 from searchgrpo.data.dataset import Dataset
@@ -56,7 +55,6 @@ from searchgrpo.events import (
 from searchgrpo.fileio import atomic_write_text
 from searchgrpo.policy.sampling import encode_prompt
 from searchgrpo.policy.scoring import score_policy, state_summary, summarise
-from searchgrpo.seeding import derive_seed
 from searchgrpo.train.checkpoints import (
     CheckpointInfo,
     check_base_model,
@@ -71,7 +69,8 @@ from searchgrpo.train.refresh import replay_training_questions
 from searchgrpo.train.run_history import append_history, check_resume, is_free
 from searchgrpo.train.run_lock import RunLock, claim, new_run_id
 from searchgrpo.train.state_pool import StatePool
-from searchgrpo.train.step import StepOutcome, grpo_step
+from searchgrpo.train.step import StepOutcome
+from searchgrpo.train.step_runner import StepRunner
 from searchgrpo.train.views import group_event
 
 MAX_ISSUES_SHOWN = 20
@@ -183,6 +182,9 @@ class Trainer:
             num_warmup_steps=cfg.train.warmup_steps * cfg.grpo.num_iterations,
             num_training_steps=self.total_steps * cfg.grpo.num_iterations,
         )
+        self.runner = StepRunner(cfg, self.policy, self.env, self.optimizer, self.scheduler, self.pool,
+                                 prompt_of=self.prompt_ids, dist=dist, sampler=self.sampler,
+                                 total_steps=self.total_steps)
         self._claim()
         if dist.is_main:
             for leftover in remove_interrupted_writes(self.run_dir):
@@ -257,6 +259,9 @@ class Trainer:
     def close(self) -> None:
         """Release what the checker and the sampler hold (embedded servers, the verdict cache), and
         the run's lock."""
+        runner = getattr(self, "runner", None)
+        if runner is not None:
+            runner.close()
         for owner in (getattr(getattr(self, "env", None), "checker", None), getattr(self, "sampler", None)):
             close = getattr(owner, "close", None)
             if callable(close):
@@ -290,7 +295,7 @@ class Trainer:
             if not self._wait_if_paused():
                 reason = "stopped"
                 break
-            epoch, outcome = self._step()
+            epoch, outcome = self.runner.run(self.step, next_wanted=not self.control.stop.is_set())
             self.step += 1
             for group in self._group_events(outcome, epoch):
                 self.sink(group)
@@ -316,30 +321,6 @@ class Trainer:
         self.sink(RunFinished(self.step, reason))
         return RunSummary(self.run_dir, self.step, reason, self.last_metrics, self.last_eval)
 
-    def _step(self) -> tuple[int, StepOutcome]:
-        """Step `self.step` (0-based): its states, the GRPO step, and the checker's counters."""
-        import torch
-
-        cfg, index = self.cfg, self.step
-        epoch, states = self.states_for_step(index)
-        torch.manual_seed(derive_seed(cfg.train.seed, "step", index))
-
-        def seed_of(state: Any, round_no: int) -> int:
-            parts = (cfg.train.seed, "sample", index, state.state_id) + ((round_no,) if round_no else ())
-            return derive_seed(*parts)
-
-        before = checker_stats(self.env.checker)
-        outcome = grpo_step(cfg, self.policy, self.env, self.optimizer, self.scheduler, states,
-                            prompt_of=self.prompt_ids, seed_of=seed_of, dist=self.dist,
-                            refill=lambda attempt, n, exclude: self.pool.refill(index, attempt, n, exclude),
-                            sampler=self.sampler)
-        after = checker_stats(self.env.checker)
-        if before is not None and after is not None:
-            keys = sorted(after)  # counters summed over ranks
-            outcome.metrics.update(stats_delta({}, dict(zip(keys, self.dist.sum([after[k] - before.get(k, 0.0)
-                                                                                  for k in keys])))))
-        return epoch, outcome
-
     def _group_events(self, outcome: StepOutcome, epoch: int) -> list[Any]:
         """Every rank's groups of the step as events, in step order."""
         corpus = self.env.retriever.corpus
@@ -355,6 +336,7 @@ class Trainer:
         (`train.refresh_states_every`); returns the `refresh/*` metrics."""
         cfg, dist = self.cfg, self.dist
         assert self.dataset is not None
+        self.runner.settle()
         if dist.is_main:  # rank 0 plays and saves; the others read what it saved
             states, metrics = replay_training_questions(cfg, self.policy, self.env, self.dataset, self.step)
             self._forget_prompts(self.pool.refreshed)
@@ -405,6 +387,7 @@ class Trainer:
     # ------------------------------------------------------------------ eval and checkpoints
 
     def evaluate(self) -> dict[str, float]:
+        self.runner.settle()  # a pipelined step's verdicts may be in flight
         ds = self.dataset
         assert ds is not None
         states = ds.eval[: self.cfg.train.eval_states] if self.cfg.train.eval_states else ds.eval

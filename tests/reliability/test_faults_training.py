@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 
 import searchgrpo.train.checkpoints as train_checkpoints
 import searchgrpo.train.step as grpo_step_module
-import searchgrpo.train.trainer as trainer_module
+import searchgrpo.train.step_runner as runner_module
 from searchgrpo.events import LogMessage, RunFailed, RunFinished, StepFinished
 from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import (
@@ -354,7 +354,7 @@ def _poison(kind: str, loss: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("kind", ["nan_loss", "inf_loss", "nan_grad", "nan_advantage"])
 def test_a_nonfinite_step_is_skipped_counted_reported_and_never_saved(kind, tmp_path, monkeypatch):
     poisoned = {"on": False}
-    real_step, real_loss, real_adv = trainer_module.grpo_step, grpo_step_module.grpo_loss, grpo_step_module.group_advantages
+    real_step, real_loss, real_adv = runner_module.update, grpo_step_module.grpo_loss, grpo_step_module.group_advantages
 
     calls = {"n": 0}
 
@@ -371,7 +371,7 @@ def test_a_nonfinite_step_is_skipped_counted_reported_and_never_saved(kind, tmp_
         adv, zero_std = real_adv(*args, **kw)
         return (adv * float("nan") if poisoned["on"] and kind == "nan_advantage" else adv), zero_std
 
-    monkeypatch.setattr(trainer_module, "grpo_step", step)
+    monkeypatch.setattr(runner_module, "update", step)
     monkeypatch.setattr(grpo_step_module, "grpo_loss", loss_fn)
     monkeypatch.setattr(grpo_step_module, "group_advantages", advantages)
     cfg = tiny_config(tmp_path, "train.max_steps=3", "train.save_every=1", "train.keep_last=3", "train.run_name=nan")

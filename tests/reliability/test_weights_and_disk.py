@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-import searchgrpo.train.trainer as trainer_module
+import searchgrpo.train.step_runner as runner_module
 from searchgrpo.train.checkpoints import list_checkpoints
 from tests.reliability.helpers import SETS, assert_checkpoint_loads, assert_one_error_line, cli_env, main_in_process
 
 
 def test_non_finite_adapter_weights_are_never_saved(tmp_path, capsys, monkeypatch):
-    real_step = trainer_module.grpo_step
+    real_step = runner_module.update
     calls = {"n": 0}
 
     def step(cfg, policy, *args, **kw):
@@ -35,7 +35,7 @@ def test_non_finite_adapter_weights_are_never_saved(tmp_path, capsys, monkeypatc
             next(p for p in policy.model.parameters() if p.requires_grad).data.fill_(float("nan"))
         return outcome
 
-    monkeypatch.setattr(trainer_module, "grpo_step", step)
+    monkeypatch.setattr(runner_module, "update", step)
     monkeypatch.chdir(tmp_path)
     code, out = main_in_process(["train", "--headless", *SETS, "--set", "train.run_name=nan", "--set", "train.max_steps=4",
                                  "--set", "train.save_every=1"], capsys, monkeypatch)
