@@ -106,6 +106,8 @@ def base_overrides(spec: Spec) -> list[str]:
         f"train.states_per_step={spec.states}",
         f"train.micro_batch_size={spec.micro_batch}",
         f"train.lr={spec.lr}",
+        # TRL's GRPOTrainer trains on every group it samples: the same work means no replacements.
+        "grpo.dynamic_sampling=false",
     ]
 
 
@@ -195,8 +197,9 @@ def run_ours(spec: Spec) -> Outcome:
         torch.manual_seed(derive_seed(0, "step", i))
         sync(spec.device)
         start = time.perf_counter()
-        result = grpo_step(cfg, policy, env, optimizer, scheduler, chunk, ids, step=i + 1, epoch=0,
-                           seeds=[derive_seed(0, "sample", i, s.state_id) for s in chunk])
+        by_id = {s.state_id: p for s, p in zip(chunk, ids)}
+        result = grpo_step(cfg, policy, env, optimizer, scheduler, chunk, prompt_of=lambda s: by_id[s.state_id],
+                           seed_of=lambda s, r, i=i: derive_seed(0, "sample", i, s.state_id))
         sync(spec.device)
         if i < spec.warmup:
             continue

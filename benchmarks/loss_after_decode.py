@@ -73,6 +73,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM
 
     import searchgrpo.policy.model as sm
+    import searchgrpo.train.rollouts as rollouts
     import searchgrpo.train.step as gs
     from searchgrpo.config import load_config
     from searchgrpo.seeding import derive_seed
@@ -94,7 +95,7 @@ def main() -> None:
         "grpo.num_generations=8", f"grpo.max_new_tokens={args.max_new_tokens}", "grpo.beta=0.04",
         f"train.states_per_step={args.states}",
         "train.micro_batch_size=8", "train.max_steps=100", "train.eval_every=0", "train.save_every=0",
-        "train.seed=0", "train.output_dir=/tmp/loss_after_decode",
+        "train.seed=0", "train.output_dir=/tmp/loss_after_decode", "grpo.dynamic_sampling=false",
     ]
     if not cuda:
         overrides.append("model.dtype=bfloat16")
@@ -118,7 +119,7 @@ def main() -> None:
                 "alloc_retries": s.get("num_alloc_retries", 0)}
 
     probe: dict[str, Any] = {}
-    original_generate, original_frozen = gs.generate, gs._frozen_logprobs
+    original_generate, original_frozen = rollouts.generate, gs._frozen_logprobs
 
     def generate(*a: Any, **kw: Any) -> Any:
         sync()
@@ -157,7 +158,7 @@ def main() -> None:
         probe["ref_s"] = round(time.perf_counter() - t, 3)
         return out
 
-    gs.generate, gs._frozen_logprobs = generate, frozen
+    rollouts.generate, gs._frozen_logprobs = generate, frozen
     records: list[dict[str, Any]] = []
 
     def step(decoder: str, index: int, label: str, *, collect: bool = False, profile: bool = False) -> None:
@@ -165,7 +166,7 @@ def main() -> None:
         probe["collect"] = collect
         c = dataclasses.replace(cfg, grpo=dataclasses.replace(cfg.grpo, decoder=decoder))
         epoch, states = trainer.states_for_step(index)
-        prompts = [trainer.prompt_ids(s) for s in states]
+        prompts = [trainer.prompts(s) for s in states]
         torch.manual_seed(derive_seed(0, "step", index))
         sync()
         t = time.perf_counter()
@@ -174,9 +175,10 @@ def main() -> None:
             activity = torch.profiler.ProfilerActivity.CUDA if cuda else torch.profiler.ProfilerActivity.CPU
             prof = torch.profiler.profile(activities=[activity])
             prof.__enter__()
-        outcome = gs.grpo_step(c, trainer.policy, trainer.env, trainer.optimizer, trainer.scheduler, states, prompts,
-                               step=index + 1, epoch=epoch, seeds=[derive_seed(0, "sample", index, s.state_id)
-                                                                   for s in states])
+        by_id = {s.state_id: p for s, p in zip(states, prompts)}
+        outcome = gs.grpo_step(c, trainer.policy, trainer.env, trainer.optimizer, trainer.scheduler, states,
+                               prompt_of=lambda s: by_id[s.state_id],
+                               seed_of=lambda s, r: derive_seed(0, "sample", index, s.state_id))
         sync()
         wall = time.perf_counter() - t
         after = mem()

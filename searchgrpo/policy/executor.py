@@ -17,7 +17,7 @@ from searchgrpo.agents.rules import RuleExecutor
 from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.prompts import parse_clues
-from searchgrpo.policy.sampling import encode_prompt, generate
+from searchgrpo.policy.sampling import Prompts, generate
 
 
 class PolicyExecutor:
@@ -27,6 +27,7 @@ class PolicyExecutor:
         self.cfg = cfg
         self.policy = policy
         self.use_adapter = use_adapter
+        self.prompts = Prompts(policy.tokenizer, cfg)
         self.fallbacks = 0
         self.calls = 0
         self._rule = RuleExecutor(seed)
@@ -41,13 +42,9 @@ class PolicyExecutor:
     def write_clues(self, requests: Sequence[Any]) -> list[list[str]]:
         """Clues for each `ClueRequest` (question_id, question, state, round_no) of a round."""
         cfg, policy = self.cfg, self.policy
-        prompts = [
-            encode_prompt(policy.tokenizer, SearchState(f"{r.question_id}/r{r.round_no:03d}", r.question_id, r.question,
-                                                        (), r.round_no, r.state, ()),
-                          max_rows=cfg.data.max_table_rows, max_tokens=cfg.grpo.max_prompt_tokens,
-                          min_clues=cfg.env.min_clues, max_clues=cfg.env.max_clues)
-            for r in requests
-        ]
+        prompts = [self.prompts.encode(SearchState(f"{r.question_id}/r{r.round_no:03d}", r.question_id, r.question, (),
+                                                   r.round_no, r.state, ()))
+                   for r in requests]
         texts: list[str] = []
         step = max(cfg.train.micro_batch_size, 1)
         mode = contextlib.nullcontext() if self.use_adapter else policy.reference_mode()

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import torch
 
+from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.prompts import build_messages
 from searchgrpo.policy.decoders import DynamicDecoder, FusedDecoder, StaticDecoder, resolve_decoder
@@ -39,6 +40,31 @@ def encode_prompt(tokenizer: Any, state: SearchState, *, max_rows: int, max_toke
             head = max_tokens // 2
             return ids[:head] + ids[len(ids) - (max_tokens - head):]
         rows = max(1, rows // 2)
+
+
+class Prompts:
+    """The Executor's prompts as the config sizes them (data.max_table_rows, grpo.max_prompt_tokens,
+    env.min_clues / max_clues): `encode(state)`, and `prompts(state)` cached by state id."""
+
+    def __init__(self, tokenizer: Any, cfg: Config) -> None:
+        self.tokenizer = tokenizer
+        self.sizes = dict(max_rows=cfg.data.max_table_rows, max_tokens=cfg.grpo.max_prompt_tokens,
+                          min_clues=cfg.env.min_clues, max_clues=cfg.env.max_clues)
+        self._cache: dict[str, list[int]] = {}
+
+    def encode(self, state: SearchState) -> list[int]:
+        return encode_prompt(self.tokenizer, state, **self.sizes)
+
+    def __call__(self, state: SearchState) -> list[int]:
+        ids = self._cache.get(state.state_id)
+        if ids is None:
+            ids = self._cache[state.state_id] = self.encode(state)
+        return ids
+
+    def forget(self, states: Sequence[SearchState]) -> None:
+        """Drop the cached prompts of states no longer trained on."""
+        for state in states:
+            self._cache.pop(state.state_id, None)
 
 
 def stop_token_ids(policy_model: Any, tokenizer: Any) -> list[int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,10 @@ from searchgrpo.config import Config
 from searchgrpo.data.dataset import Dataset
 from searchgrpo.data.traces import SearchState
 from searchgrpo.episodes.play import play, question_starts
+from searchgrpo.events import LogMessage
 from searchgrpo.policy.executor import PolicyExecutor
 from searchgrpo.seeding import derive_seed
+from searchgrpo.train.state_pool import StatePool
 
 
 def replay_training_questions(cfg: Config, policy: Any, env: Any, dataset: Dataset, step: int
@@ -52,3 +55,21 @@ def replay_training_questions(cfg: Config, policy: Any, env: Any, dataset: Datas
         "refresh/time_s": time.perf_counter() - started,
     }
     return states, metrics
+
+
+def refresh_pool(cfg: Config, policy: Any, env: Any, dataset: Dataset, pool: StatePool, step: int, run_dir: Path,
+                 dist: Any, sink: Any) -> dict[str, float]:
+    """The trainer's refresh after `step`: rank 0 replays, saves the states in the run folder and
+    says so; every rank then trains on them. Returns the `refresh/*` metrics (empty off rank 0)."""
+    metrics: dict[str, float] = {}
+    if dist.is_main:  # rank 0 plays and saves; the others read what it saved
+        states, metrics = replay_training_questions(cfg, policy, env, dataset, step)
+        pool.set_refreshed(states, step)
+        path = pool.save_refreshed(run_dir)
+        sink(LogMessage("info", f"step {step}: replayed {int(metrics['refresh/questions'])} training questions "
+                                f"with the current adapter: {len(states)} states ({metrics['refresh/time_s']:.0f} s) "
+                                f"-> {path}"))
+    dist.barrier()
+    if not dist.is_main:
+        pool.load_refreshed(run_dir, step)
+    return metrics

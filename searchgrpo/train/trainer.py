@@ -49,11 +49,9 @@ from searchgrpo.events import (
     RunResumed,
     RunStarted,
     StepFinished,
-    event_from_dict,
-    event_to_dict,
 )
 from searchgrpo.fileio import atomic_write_text
-from searchgrpo.policy.sampling import encode_prompt
+from searchgrpo.policy.sampling import Prompts
 from searchgrpo.policy.scoring import score_policy, state_summary, summarise
 from searchgrpo.train.checkpoints import (
     CheckpointInfo,
@@ -65,13 +63,12 @@ from searchgrpo.train.checkpoints import (
 )
 from searchgrpo.train.control import TrainerControl
 from searchgrpo.train.distributed import Dist
-from searchgrpo.train.refresh import replay_training_questions
+from searchgrpo.train.refresh import refresh_pool
 from searchgrpo.train.run_history import append_history, check_resume, is_free
 from searchgrpo.train.run_lock import RunLock, claim, new_run_id
 from searchgrpo.train.state_pool import StatePool
-from searchgrpo.train.step import StepOutcome
 from searchgrpo.train.step_runner import StepRunner
-from searchgrpo.train.views import group_event
+from searchgrpo.train.views import step_events
 
 MAX_ISSUES_SHOWN = 20
 
@@ -118,7 +115,6 @@ class Trainer:
         self.last_saved = -1
         self.last_metrics: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
-        self._prompts: dict[str, list[int]] = {}
 
     # ------------------------------------------------------------------ setup
 
@@ -169,6 +165,7 @@ class Trainer:
         from searchgrpo.policy.samplers import make_sampler
 
         self.sampler = make_sampler(cfg, self.policy)  # grpo.sampler: local generate or a server
+        self.prompts = Prompts(self.policy.tokenizer, cfg)
         self.env = make_env(cfg, ds)
         checker = self.env.checker
         if isinstance(checker, LLMChecker):
@@ -183,7 +180,7 @@ class Trainer:
             num_training_steps=self.total_steps * cfg.grpo.num_iterations,
         )
         self.runner = StepRunner(cfg, self.policy, self.env, self.optimizer, self.scheduler, self.pool,
-                                 prompt_of=self.prompt_ids, dist=dist, sampler=self.sampler,
+                                 prompt_of=self.prompts, dist=dist, sampler=self.sampler,
                                  total_steps=self.total_steps)
         self._claim()
         if dist.is_main:
@@ -229,16 +226,6 @@ class Trainer:
     def states_for_step(self, index: int) -> tuple[int, list[Any]]:
         """(epoch, states) of the 0-based step `index` (`StatePool.states_for_step`)."""
         return self.pool.states_for_step(index)
-
-    def prompt_ids(self, state: Any) -> list[int]:
-        ids = self._prompts.get(state.state_id)
-        if ids is None:
-            ids = self._prompts[state.state_id] = encode_prompt(
-                self.policy.tokenizer, state, max_rows=self.cfg.data.max_table_rows,
-                max_tokens=self.cfg.grpo.max_prompt_tokens, min_clues=self.cfg.env.min_clues,
-                max_clues=self.cfg.env.max_clues,
-            )
-        return ids
 
     # ------------------------------------------------------------------ loop
 
@@ -297,7 +284,8 @@ class Trainer:
                 break
             epoch, outcome = self.runner.run(self.step, next_wanted=not self.control.stop.is_set())
             self.step += 1
-            for group in self._group_events(outcome, epoch):
+            for group in step_events(self.step, epoch, outcome.groups, outcome.advantages, self.env.retriever.corpus,
+                                     self.cfg.env.snippet_chars, self.dist):
                 self.sink(group)
             if outcome.nonfinite:
                 self.sink(LogMessage("warning", f"step {self.step}: non-finite loss or gradient; update skipped"))
@@ -321,41 +309,14 @@ class Trainer:
         self.sink(RunFinished(self.step, reason))
         return RunSummary(self.run_dir, self.step, reason, self.last_metrics, self.last_eval)
 
-    def _group_events(self, outcome: StepOutcome, epoch: int) -> list[Any]:
-        """Every rank's groups of the step as events, in step order."""
-        corpus = self.env.retriever.corpus
-        mine = [group_event(self.step, epoch, g, outcome.advantages.get(g.key), corpus, self.cfg.env.snippet_chars)
-                for g in outcome.groups]
-        if not self.dist.enabled:
-            return mine
-        parts = self.dist.gather_json([[list(g.key), event_to_dict(e)] for g, e in zip(outcome.groups, mine)])
-        return [event_from_dict(d) for _, d in sorted((tuple(k), d) for part in parts for k, d in part)]
-
     def refresh_states(self) -> dict[str, float]:
         """Replay training questions with the current adapter and train on their states from now on
-        (`train.refresh_states_every`); returns the `refresh/*` metrics."""
-        cfg, dist = self.cfg, self.dist
+        (`train.refresh_states_every`); returns the `refresh/*` metrics (on rank 0)."""
         assert self.dataset is not None
         self.runner.settle()
-        if dist.is_main:  # rank 0 plays and saves; the others read what it saved
-            states, metrics = replay_training_questions(cfg, self.policy, self.env, self.dataset, self.step)
-            self._forget_prompts(self.pool.refreshed)
-            self.pool.set_refreshed(states, self.step)
-            path = self.pool.save_refreshed(self.run_dir)
-            self.sink(LogMessage("info", f"step {self.step}: replayed {int(metrics['refresh/questions'])} training "
-                                         f"questions with the current adapter: {len(states)} states "
-                                         f"({metrics['refresh/time_s']:.0f} s) -> {path}"))
-        dist.barrier()
-        if not dist.is_main:
-            self._forget_prompts(self.pool.refreshed)
-            self.pool.load_refreshed(self.run_dir, self.step)
-            metrics = {}  # only rank 0 publishes metrics
-        return metrics
-
-    def _forget_prompts(self, states: list[Any]) -> None:
-        """Drop the encoded prompts of states no longer in the pool (replaced refreshed states)."""
-        for state in states:
-            self._prompts.pop(state.state_id, None)
+        self.prompts.forget(self.pool.refreshed)
+        return refresh_pool(self.cfg, self.policy, self.env, self.dataset, self.pool, self.step, self.run_dir,
+                            self.dist, self.sink)
 
     def _requests(self) -> tuple[bool, bool, bool]:
         """(stop, pause, save_now) as agreed by every rank."""
@@ -395,7 +356,7 @@ class Trainer:
             return {}
         mine = self.dist.shard(states)
         scored = score_policy(
-            self.policy.model, self.policy.tokenizer, self.env, mine, [self.prompt_ids(s) for s in mine],
+            self.policy.model, self.policy.tokenizer, self.env, mine, [self.prompts(s) for s in mine],
             ds.labels, max_new_tokens=self.cfg.grpo.max_new_tokens, device=self.policy.device,
             batch_size=self.cfg.train.micro_batch_size, budgets=self.cfg.eval.budgets,
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Sequence
 
-from searchgrpo.events import DocView, GroupScored, SampleView
+from searchgrpo.events import DocView, GroupScored, SampleView, event_from_dict, event_to_dict
 from searchgrpo.train.rollouts import ScoredGroup
 
 
@@ -37,3 +37,13 @@ def group_event(step: int, epoch: int, group: ScoredGroup, advantages: Sequence[
         reward_std=statistics.stdev(rewards) if len(rewards) > 1 else 0.0, zero_std=group.zero_std,
         original_clues=list(state.original_clues), in_batch=group.in_batch,
     )
+
+
+def step_events(step: int, epoch: int, groups: Sequence[ScoredGroup], advantages: dict[tuple[int, int], list[float]],
+                corpus: Any, snippet_chars: int, dist: Any) -> list[GroupScored]:
+    """Every rank's groups of a step as events, in step order (gathered as JSON on every rank)."""
+    mine = [group_event(step, epoch, g, advantages.get(g.key), corpus, snippet_chars) for g in groups]
+    if not dist.enabled:
+        return mine
+    parts = dist.gather_json([[list(g.key), event_to_dict(e)] for g, e in zip(groups, mine)])
+    return [event_from_dict(d) for _, d in sorted((tuple(k), d) for part in parts for k, d in part)]
