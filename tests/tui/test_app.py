@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import io
 import json
 
-from rich.console import Console
-from textual.widgets import Static
-
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, settle, until
+from tests.tui.conftest import SIZE, make_app, settle, text_of, until
 from tests.tui.scripted import ScriptedRunner, run_started, scripted_run, step_events
 from tui.screens.confirm import ConfirmScreen
 from tui.widgets import GroupTable, MetricTable, SampleDetail
-
-
-def text_of(app, selector: str) -> str:
-    """What a Static shows, as plain text."""
-    console = Console(width=200, record=True, file=io.StringIO())
-    console.print(app.screen.query_one(selector, Static).content)
-    return console.export_text()
 
 
 async def test_training_starts_on_keypress_and_fills_the_train_pane(cfg):
@@ -38,7 +27,7 @@ async def test_training_starts_on_keypress_and_fills_the_train_pane(cfg):
         table = app.query_one(GroupTable)
         assert table.row_count == 4 and table.group is run.groups[-1]
         assert run.groups[-1].question in text_of(app, "#group-title")
-        assert app.query_one(MetricTable).get_row("loss/kl")[0] == "loss/kl"
+        assert str(app.query_one(MetricTable).get_row("loss/kl")[0]) == "loss/kl"
 
 
 async def test_start_flag_starts_at_once(cfg):
