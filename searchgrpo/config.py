@@ -288,6 +288,14 @@ class TrainConfig:
     run_name: str | None = None
     """The run's folder name (null: a timestamp). `--resume` continues the named run."""
 
+    report_to: list[Literal["tensorboard", "wandb", "mlflow", "trackio"]] = field(default_factory=list)
+    """Experiment trackers that also get every step's and eval's metrics (any of tensorboard,
+    wandb, mlflow, trackio; each an extra: pip install 'searchgrpo[wandb]'), under TRL's metric
+    names. All work offline; see docs/console.md."""
+
+    tracker_project: str = "searchgrpo"
+    """The project (W&B, trackio) or experiment (MLflow) the trackers log runs under."""
+
 
 @dataclass(frozen=True)
 class DemoConfig:
