@@ -36,7 +36,7 @@ from tui.screens.eval_pane import EvalPane
 from tui.screens.log_pane import LogPane
 from tui.screens.merge_pane import MergePane
 from tui.screens.train_pane import TrainPane
-from tui.sources import STALL_AFTER, follow_events
+from tui.sources import MAX_LINE, STALL_AFTER, follow_events
 
 DRAIN = 2_000
 """Events folded into the model per turn of the event loop; input is handled between turns."""
@@ -86,6 +86,7 @@ class ConsoleApp(App[int]):
         text_interval: float = 0.1,
         plot_interval: float = 0.5,
         stall_after: float = STALL_AFTER,
+        max_line: int = MAX_LINE,
     ) -> None:
         super().__init__()
         if source not in ("live", "attach", "replay"):
@@ -95,7 +96,7 @@ class ConsoleApp(App[int]):
         self.events_path, self.compare_paths = events_path, list(compare)
         self.backend: Backend = backend or CoreBackend()
         self.intervals = (text_interval, plot_interval)
-        self.stall_after = stall_after
+        self.stall_after, self.max_line = stall_after, max_line
         self.model = ConsoleModel()
         self.model.compare.extend(RunModel() for _ in self.compare_paths)
         self.inbox = EventInbox(lambda: self.post_message(EventsArrived()))
@@ -295,12 +296,12 @@ class ConsoleApp(App[int]):
     @work(thread=True, exclusive=True, group="source", exit_on_error=False, description="events file")
     def _follow(self, path: Path, follow: bool) -> None:
         follow_events(path, self.inbox.put, get_current_worker().cancelled_event, follow=follow,
-                      stall_after=self.stall_after)
+                      stall_after=self.stall_after, max_line=self.max_line)
 
     @work(thread=True, group="source", exit_on_error=False, description="compared events file")
     def _follow_compared(self, index: int, path: Path) -> None:
         follow_events(path, lambda event: self.inbox.put(Compared(index, event)), get_current_worker().cancelled_event,
-                      follow=False)
+                      follow=False, max_line=self.max_line)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker, state = event.worker, event.state
