@@ -40,7 +40,6 @@ from searchgrpo.events import (
     StepFinished,
 )
 
-
 _CONTROL = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0, 32), *range(127, 160)) if c not in (9, 10)}
 
 

@@ -19,11 +19,11 @@ import os
 import torch
 from rich.console import Console
 
+from searchgrpo.events import GroupScored, LogMessage, RunStarted, StepFinished, event_to_dict
+from searchgrpo.terminal import ConsoleSink
 from searchgrpo.train.checkpoints import latest_checkpoint
 from tests.conftest import tiny_config
 from tests.reliability.helpers import assert_checkpoint_loads, tiny_world
-from searchgrpo.events import GroupScored, LogMessage, RunStarted, StepFinished, event_to_dict
-from searchgrpo.terminal import ConsoleSink
 from tests.tui.conftest import SIZE, settle, text_of, until
 from tests.tui.scripted import run_started, scripted_run, step_events
 from tui.app import ConsoleApp

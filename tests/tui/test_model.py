@@ -117,9 +117,9 @@ def test_follower_skips_a_line_over_the_cap_without_holding_it(tmp_path, monkeyp
 
 
 def test_smoothing_is_a_debiased_moving_average():
-    from tui.format import smooth
-
     import pytest
+
+    from tui.format import smooth
 
     assert smooth([1.0, 1.0, 1.0]) == pytest.approx([1.0, 1.0, 1.0])  # no pull towards zero at the start
     assert smooth([0.0, 10.0], weight=0.5) == pytest.approx([0.0, 5.0 / 0.75])

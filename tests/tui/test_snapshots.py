@@ -17,6 +17,7 @@ from textual.widgets import SelectionList
 from searchgrpo.events import event_to_dict
 from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, until
 from tests.tui.scripted import ScriptedRunner, scripted_run
+from tui.backend import EvalRequest, MergeRequest
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.eval_pane import EvalPane
 from tui.screens.merge_pane import MergePane
@@ -70,7 +71,7 @@ def test_failed_run(cfg, snap_compare):
                         run_before=run_before)
 
 
-def test_eval_pane_with_a_report(cfg, fake_eval, snap_compare):
+def test_eval_pane_with_a_report(cfg, snap_compare):
     make_checkpoint(Path("runs/20260101-000000"), 4)
     make_checkpoint(Path("runs/20260101-000000"), 8)
 
@@ -79,8 +80,7 @@ def test_eval_pane_with_a_report(cfg, fake_eval, snap_compare):
         await pilot.press("2")
         pilot.app.query_one("#eval-policies", SelectionList).select("runs/20260101-000000/checkpoints/step-000008")
         # Not a click: a pressed button stays highlighted for a moment, which would race the screenshot.
-        pilot.app.query_one(EvalPane).start({"baseline": True, "checkpoints": [
-            "runs/20260101-000000/checkpoints/step-000008"], "num_samples": 1, "limit": None})
+        pilot.app.query_one(EvalPane).start(EvalRequest(checkpoints=["runs/20260101-000000/checkpoints/step-000008"]))
         await settle(pilot)
         pilot.app.query_one("#eval-policies").focus()
         await pilot.pause()
@@ -88,7 +88,7 @@ def test_eval_pane_with_a_report(cfg, fake_eval, snap_compare):
     assert snap_compare(make_app(cfg, ScriptedRunner(steps=2), start=True), terminal_size=SIZE, run_before=run_before)
 
 
-def test_merge_pane_asks_before_overwriting(cfg, fake_merge, snap_compare):
+def test_merge_pane_asks_before_overwriting(cfg, snap_compare):
     run = Path("runs/20260101-000000")
     make_checkpoint(run, 4)
     step8 = make_checkpoint(run, 8)
@@ -97,7 +97,7 @@ def test_merge_pane_asks_before_overwriting(cfg, fake_merge, snap_compare):
     async def run_before(pilot):
         await pilot.press("3")
         pilot.app.query_one("#merge-checkpoints", SelectionList).select(str(step8))
-        pilot.app.query_one(MergePane).start({"checkpoints": [str(step8)], "output_dir": "merged"})  # see above
+        pilot.app.query_one(MergePane).start(MergeRequest([str(step8)], "merged"))  # see above
         await until(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), "overwrite question")
         pilot.app.redraw()
         await pilot.pause()
