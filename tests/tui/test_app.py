@@ -202,3 +202,19 @@ async def test_command_palette_offers_the_controls(cfg):
         commands["Show merge"]()
         await pilot.pause()
         assert app.query_one("TabbedContent").active == "merge"
+
+
+async def test_log_lines_use_the_width_of_a_wide_pane(cfg, tmp_path):
+    from searchgrpo.events import LogMessage
+
+    path = tmp_path / "events.jsonl"
+    long = "warning text " * 12 + "END"  # 159 characters
+    write_events(path, [LogMessage("warning", long, 0.0), *scripted_run(steps=2)])
+    app = make_app(cfg, source="replay", events_path=path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("5")
+        await settle(pilot)
+        lines = [str(line.text).rstrip() for line in app.query_one("#log-pane").lines]
+        (line,) = [line for line in lines if "warning text" in line]  # one line, not wrapped at 80
+        assert line.endswith("END")

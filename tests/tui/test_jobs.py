@@ -105,3 +105,17 @@ async def test_merge_into_a_new_folder_needs_no_question(cfg):
         assert not isinstance(app.screen, ConfirmScreen)
         assert [r.output_dir for r in backend.merge_requests] == ["out"] and Path("out/tiny-grpo-step4").is_dir()
         assert "done" in text_of(app, "#merge-status")
+
+
+async def test_job_requests_are_logged_in_words(cfg):
+    step8 = str(make_checkpoint(RUN, 8))
+    app = make_app(cfg, run_dir=RUN)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        app.query_one("#eval-policies", SelectionList).select(step8)
+        app.query_one("#eval-limit").value = "5"
+        await pilot.click("#eval-run")
+        await settle(pilot)
+        texts = [e.text for e in app.model.log]
+        assert "eval requested: baseline, step-000008 on 5 states, greedy" in texts
+        assert not [t for t in texts if "{" in t]  # no raw dicts

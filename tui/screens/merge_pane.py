@@ -115,7 +115,7 @@ class MergePane(JobPane):
         if job.status != "done" or job.result is None:
             return
         table.clear(columns=True)
-        table.add_columns("model folder", "dtype", "max |Δ log p|", "greedy identical", "near ties")
+        table.add_columns("model folder", "dtype", "max |Δ log p|", "greedy same", "near ties")
         parity = list(job.result.parity) + [{}] * len(job.result.outputs)
         for path, figures in zip(job.result.outputs, parity):
             table.add_row(*parity_cells(path, figures))

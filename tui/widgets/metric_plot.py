@@ -33,8 +33,7 @@ class MetricPlot(PlotextPlot):
             return
         self._drawn = state
         plt = self.plt
-        plt.clear_figure()
-        plt.xlabel("step")
+        plt.clear_figure()  # no x label: the title says "by step", and the plot keeps that row
         name = printable(self.key, one_line=True)
         plt.ylabel(name[-24:])
         points = thin(list(run.history.get(self.key, ())), MAX_POINTS)
@@ -42,7 +41,7 @@ class MetricPlot(PlotextPlot):
             (other, thin(list(other.history.get(self.key, ())), MAX_POINTS), COMPARE_COLOURS[i % len(COMPARE_COLOURS)])
             for i, other in enumerate(compare)]
         if not any(p for _, p, _ in series):
-            plt.title(f"{name}: no data yet")
+            plt.title(f"{name} by step: no data yet")
             self.refresh()
             return
         for i, (owner, pts, colour) in enumerate(series):
@@ -56,5 +55,5 @@ class MetricPlot(PlotextPlot):
             label = label_of(owner, f"run {i + 1}") if compare else None
             plt.plot([s for s, _ in pts], ys, marker="braille", color=colour, label=label)
         last = f"   last {fmt_value(self.key, points[-1][1])}" if points else ""
-        plt.title(f"{name}{last}" + ("  (smoothed)" if smoothing else ""))
+        plt.title(f"{name} by step{last}" + ("  (smoothed)" if smoothing else ""))
         self.refresh()

@@ -63,6 +63,6 @@ class RewardPlot(PlotextPlot):
         if evals:
             plt.scatter([s for s, _ in evals], [v for _, v in evals], marker="◆", color="cyan", label="eval")
         last = f"  last {mean[-1][1]:+.3f}" if mean else ""
-        how = "smoothed (m: raw)" if smoothing else "band: min–max"
+        how = "smoothed; m: raw" if smoothing else "band: min–max"
         plt.title(f"reward{last}  ({how})")
         self.refresh()
