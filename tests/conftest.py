@@ -1,8 +1,11 @@
-"""Shared fixtures: an isolated cache root, a tiny config, and a small demo world."""
+"""Shared fixtures and helpers: an isolated cache root, a tiny config, a small demo world, and
+running the `searchgrpo` command in a subprocess."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,3 +53,14 @@ def tiny_config(tmp_path: Path, *overrides: str) -> Config:
 @pytest.fixture
 def tiny_cfg(tmp_path: Path) -> Config:
     return tiny_config(tmp_path)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
+"""The tiny config as `searchgrpo` command-line overrides."""
+
+
+def searchgrpo(*args: str, cwd: Path, **kw) -> subprocess.Popen:
+    """`python -m searchgrpo ARGS` in `cwd`, stdout and stderr together as text."""
+    return subprocess.Popen([sys.executable, "-m", "searchgrpo", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, **kw)

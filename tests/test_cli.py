@@ -1,10 +1,8 @@
 """The CLI: in-process with Typer's runner, and end to end in subprocesses."""
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,18 +12,9 @@ from typer.testing import CliRunner
 import searchgrpo.cli as cli
 from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import latest_checkpoint, list_checkpoints
-from tests.conftest import TINY_OVERRIDES
+from tests.conftest import SETS, searchgrpo
 
 runner = CliRunner()
-SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
-
-
-def searchgrpo(*args: str, cwd: Path, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "searchgrpo", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, **kw)
-
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_config_command_shows_overrides():

@@ -4,7 +4,7 @@ import math
 
 from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import latest_checkpoint
-from tests.test_cli import SETS, searchgrpo
+from tests.conftest import SETS, searchgrpo
 
 COMMON = [*SETS, "--set", "train.states_per_step=4", "--set", "train.max_steps=3", "--set", "grpo.beta=0.05",
           "--set", "train.eval_every=3", "--set", "train.eval_states=6"]
