@@ -218,3 +218,29 @@ async def test_log_lines_use_the_width_of_a_wide_pane(cfg, tmp_path):
         lines = [str(line.text).rstrip() for line in app.query_one("#log-pane").lines]
         (line,) = [line for line in lines if "warning text" in line]  # one line, not wrapped at 80
         assert line.endswith("END")
+
+
+def test_compared_replays_must_all_exist(cfg, tmp_path):
+    import pytest
+
+    from searchgrpo.errors import UserError
+    from tui.launch import launch_console
+
+    first = tmp_path / "a.jsonl"
+    write_events(first, scripted_run(steps=1))
+    with pytest.raises(UserError, match="b.jsonl: no events file to replay"):
+        launch_console(cfg, "test", start=False, replay=[first, tmp_path / "b.jsonl"])
+    with pytest.raises(UserError, match="exclusive"):
+        launch_console(cfg, "test", start=False, attach=first, replay=[first])
+
+
+async def test_replays_are_compared_on_the_same_plots(cfg, tmp_path):
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_events(first, scripted_run(steps=4))
+    write_events(second, [run_started(run_id="20260102-000000"), *step_events(1, seed=3), *step_events(2, seed=3)])
+    app = make_app(cfg, source="replay", events_path=first, compare=[second])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        (other,) = app.model.compare
+        assert other.info.run_id == "20260102-000000" and [s for s, _ in other.history["reward/mean"]] == [1, 2]
+        assert app.model.run.step == 4  # the main run is the first one (the picture: test_snapshots.py)

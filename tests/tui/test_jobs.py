@@ -104,7 +104,8 @@ async def test_merge_into_a_new_folder_needs_no_question(cfg):
         await settle(pilot)
         assert not isinstance(app.screen, ConfirmScreen)
         assert [r.output_dir for r in backend.merge_requests] == ["out"] and Path("out/tiny-grpo-step4").is_dir()
-        assert "done" in text_of(app, "#merge-status")
+        status = text_of(app, "#merge-status")
+        assert "done" in status and "step-000004  ████████████████ 5/5  done" in status  # full bars once done
 
 
 async def test_job_requests_are_logged_in_words(cfg):

@@ -140,3 +140,25 @@ def test_compared_runs_get_their_own_curves_and_a_new_run_clears_the_old():
     assert [s for s, _ in model.run.history["reward/mean"]] == [1, 2, 3]
     model.apply(run_started(run_id="20260103-000000"))  # another run in the main view
     assert model.run.history == {} and model.run.groups_added > 0 and not model.run.checkpoints
+
+
+def test_ids_are_never_wrapped_and_components_never_cut_mid_word():
+    import io
+
+    from rich.console import Console
+
+    from searchgrpo.events import DocView, SampleView
+    from tui.widgets.group_table import components_text
+    from tui.widgets.sample_detail import render_sample
+
+    docid = "wiki:Harbour_Suite_(composition)#p12"
+    doc = DocView(docid, "Harbour Suite", "A suite for orchestra. " * 8, "IMPORTANT", "names the composer", True, 0, 0)
+    sample = SampleView(0, "{x}", ["Harbour Suite composer"], 1.0, 0.5,
+                        {"new_important": 1.0, "new_relevant": 0.4, "irrelevant": -0.05, "already_discovered": -0.1},
+                        {}, [doc])
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(render_sample(sample))
+    assert docid in console.export_text()  # whole, on one line
+    text = str(components_text(sample, width=22))
+    assert text == "imp+1.00 rel+0.40 (+2)"
+    assert str(components_text(sample)) == "imp+1.00 rel+0.40 seen-0.10 irr-0.05"
