@@ -126,6 +126,8 @@ async def test_the_first_down_and_space_in_the_eval_list_tick_a_checkpoint(cfg):
     app = make_app(cfg, run_dir=run)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("2")
+        policies = app.query_one("#eval-policies", SelectionList)
+        await until(pilot, lambda: app.focused is policies, "the tab's first focus")
         await pilot.press("down", "space")
         assert app.query_one("#eval-policies", SelectionList).selected == ["baseline", step8]
 
@@ -136,13 +138,18 @@ async def test_enter_after_a_merge_does_not_untick_the_checkpoint(cfg):
     backend = ScriptedBackend()
     app = make_app(cfg, backend=backend, run_dir=run)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("3", "space")
+        await pilot.press("3")
         boxes = app.query_one("#merge-checkpoints", SelectionList)
+        await until(pilot, lambda: app.focused is boxes, "the tab's first focus")
+        await pilot.press("space")
         assert boxes.selected == [step4]
-        await pilot.click("#merge-run")
+        button = app.query_one("#merge-run", Button)
+        button.focus()
+        await pilot.press("enter")  # Merge, from the keyboard
+        await until(pilot, lambda: app.model.merge.status == "done", "merged")
         await settle(pilot)
         assert app.model.merge.status == "done"
-        assert app.focused is app.query_one("#merge-run", Button)
+        assert app.focused is button
         await pilot.press("enter")  # presses Merge again: the output exists now, so it asks
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "overwrite question")
         await pilot.press("n")
