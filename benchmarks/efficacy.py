@@ -1,19 +1,24 @@
-"""Does GRPO make the Executor find more IMPORTANT documents on questions it never saw?
+"""Does GRPO make the Executor find the evidence for questions it never saw, at a fixed cost?
 
-One command, end to end, on this machine's CPUs:
+One command, end to end:
 
-    python benchmarks/efficacy.py                 # the full experiment (60-minute training budget)
-    python benchmarks/efficacy.py --quick         # a 10-minute variant
+    python benchmarks/efficacy.py                       # the full experiment (600 steps)
+    python benchmarks/efficacy.py --quick               # a short variant (60 steps, smaller evaluations)
     python benchmarks/efficacy.py --report benchmarks/results/efficacy/results.json   # tables and plot again
 
-1. builds checkpoints from a training question set with the baseline multi-agent pass
+1. collects traces from a training question set with the baseline multi-agent pass
    (default ../shared/data/2wikimultihopqa.jsonl);
-2. trains SmolLM2-135M-Instruct with GRPO + LoRA within a wall-clock budget;
-3. evaluates the baseline (no adapter) and the final checkpoint, greedy, on held-out questions:
-   the eval split of the training set (questions never trained on) and every question set given
-   with --heldout (default ../shared/data/hotpotqa.jsonl);
-4. writes results.json (every figure with its bootstrap 95% CI, the exact command, the training
-   curve, and checks of the clue text for reward hacking) and efficacy.png.
+2. trains SmolLM2-135M-Instruct with GRPO + LoRA (config.yaml plus the EXPERIMENT settings below:
+   the per-document cost, dynamic sampling, on-policy state refresh), for --steps steps or
+   --minutes of wall clock, whichever ends first;
+3. evaluates the baseline (no adapter) and the final checkpoint, greedy, on held-out questions (the
+   eval split of the training set, never trained on, and every --heldout set, default
+   ../shared/data/hotpotqa.jsonl): per round (recall at 5 and 10 documents of the fused list, the
+   headline; recall of the whole union; documents per state; clue-text checks) and per episode
+   (evidence recall after each round, rounds to full evidence, checker documents per IMPORTANT
+   document found), each difference with its paired bootstrap 95% CI;
+4. writes results.json (every figure, the exact command, the training curve, the goals of issue
+   #14 and whether each was met), the eval reports, and efficacy.png.
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ import statistics
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +38,21 @@ sys.path.insert(0, str(ROOT))
 
 from searchgrpo.config import load_config  # noqa: E402
 from searchgrpo.episodes.collect import collect_question_set  # noqa: E402
-from searchgrpo.evaluate.round_eval import EvalRequest, run_eval  # noqa: E402
+from searchgrpo.evaluate.inputs import EvalRequest  # noqa: E402
+from searchgrpo.evaluate.report import label, load_report  # noqa: E402
+from searchgrpo.evaluate.round_eval import run_eval  # noqa: E402
 from searchgrpo.events import EvalFinished, StepFinished  # noqa: E402
-from searchgrpo.retrieval.search import tokenize  # noqa: E402
 from searchgrpo.runs import quiet_libraries  # noqa: E402
-from searchgrpo.sinks import JsonlSink, fanout
+from searchgrpo.sinks import JsonlSink, fanout  # noqa: E402
 from searchgrpo.terminal import ConsoleSink  # noqa: E402
 from searchgrpo.train.checkpoints import latest_checkpoint  # noqa: E402
 from searchgrpo.train.trainer import Trainer, TrainerControl  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 
-# The experiment's settings on top of config.yaml (each can be overridden with --set).
+# The experiment's settings on top of config.yaml (each can be overridden with --set). config.yaml
+# already carries the reward of issue #14: reward.retrieved_doc (a cost per document retrieved),
+# reward.invented_number and reward.cut_clue, with the irrelevant/already-discovered penalties off.
 EXPERIMENT = (
     "grpo.num_generations=8",
     "grpo.max_new_tokens=32",
@@ -53,21 +60,32 @@ EXPERIMENT = (
     "data.max_table_rows=6",
     "grpo.temperature=1.0",
     "grpo.beta=0.0",
+    "grpo.dynamic_sampling=true",
+    "grpo.dynamic_max_retries=2",
     "train.states_per_step=2",
     "train.micro_batch_size=16",
     "train.lr=2e-4",
     "train.epochs=50",
     "train.eval_every=0",
-    "train.save_every=25",
+    "train.save_every=50",
+    "train.refresh_states_every=100",
+    "train.refresh_questions=64",
+    "train.refresh_mix=0.5",
     "data.eval_fraction=0.2",
-    # Run 1 taught us why: with small penalties for IRRELEVANT and already-found documents, a clue that
-    # retrieves nothing scored 0 and beat every real search. The penalties are off here; config.yaml's
-    # reward.empty_clue keeps empty searches from paying.
-    "reward.irrelevant=0",
-    "reward.already_discovered=0",
-    # bf16 matrix products run about twice as fast as float32 on CPUs with AVX512-BF16 (peft keeps the
-    # LoRA weights in float32).
+    # bf16 matrix products run about twice as fast as float32 on CPUs with AVX512-BF16, and are the
+    # native dtype on GPUs (peft keeps the LoRA weights in float32).
     "model.dtype=bfloat16",
+)
+
+GOALS = (
+    # (name, metric, kind, threshold): kind "diff>=" needs the paired difference >= threshold with CI above 0.
+    ("recall@10 docs +15 points, CI above 0", "recall_at_10", "diff>=", 0.15),
+    ("documents per state at most 1.25x the baseline's", "docs_mean", "ratio<=", 1.25),
+    ("episode evidence recall after round 3 +10 points, CI above 0", "recall_round_3", "diff>=", 0.10),
+    ("median rounds to full evidence below the baseline's", "median_rounds_to_full", "diff<", 0.0),
+    ("checker documents per IMPORTANT not above the baseline's", "checker_docs_per_important", "diff<=", 0.0),
+    ("no clue prefix shared by more than 10% of clue sets", "top_prefix_share", "clue<=", 0.10),
+    ("at most 5% of clues cut at the token limit", "cut_clue_share", "clue<=", 0.05),
 )
 
 
@@ -75,76 +93,105 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train-set", type=Path, default=SHARED / "2wikimultihopqa.jsonl")
     p.add_argument("--heldout", type=Path, action="append", help="a held-out question set (repeatable)")
-    p.add_argument("--minutes", type=float, default=60.0, help="training budget (wall clock)")
-    p.add_argument("--quick", action="store_true", help="10 minutes of training, smaller evaluations")
+    p.add_argument("--steps", type=int, default=600, help="training steps")
+    p.add_argument("--minutes", type=float, default=None, help="training wall-clock budget (stops sooner)")
+    p.add_argument("--quick", action="store_true", help="60 steps, smaller evaluations")
     p.add_argument("--eval-limit", type=int, default=None, help="states scored per held-out set")
+    p.add_argument("--episode-limit", type=int, default=None, help="questions played per held-out set")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "efficacy")
     p.add_argument("--set", dest="overrides", action="append", default=[], help="config override")
     p.add_argument("--report", type=Path, metavar="RESULTS_JSON",
                    help="only redraw the plot and print the tables of an earlier run's results.json")
+    p.add_argument("--train-only", action="store_true",
+                   help="stop after training (results.json then holds the curve and the checkpoint)")
+    p.add_argument("--run-dir", type=Path,
+                   help="skip training: evaluate the newest checkpoint of this run (trained with --train-only, "
+                        "e.g. on a GPU machine), with its curve from the run's events.jsonl or curve.json")
     return p.parse_args()
 
 
-def train_within_budget(cfg: Any, out: Path, minutes: float) -> tuple[Path, list[dict[str, float]]]:
+def train(cfg: Any, out: Path, minutes: float | None) -> tuple[Path, list[dict[str, float]], float]:
     control = TrainerControl()
     trainer = Trainer(cfg, control=control, run_dir=out / "run")
     curve: list[dict[str, float]] = []
 
     def record(event: Any) -> None:
-        if isinstance(event, StepFinished):
-            curve.append({"step": event.step, **event.metrics})
-        elif isinstance(event, EvalFinished):
+        if isinstance(event, (StepFinished, EvalFinished)):
             curve.append({"step": event.step, **event.metrics})
 
     jsonl = JsonlSink(trainer.run_dir / "events.jsonl")
     trainer.sink = fanout(ConsoleSink(every=10), jsonl, record)
-    timer = threading.Timer(minutes * 60, control.stop.set)  # the trainer saves and stops after the step
-    timer.start()
+    timer = threading.Timer(minutes * 60, control.stop.set) if minutes else None  # saves and stops after the step
+    started = time.time()
+    if timer:
+        timer.start()
     try:
         trainer.train()
     finally:
-        timer.cancel()
+        if timer:
+            timer.cancel()
         jsonl.close()
     ckpt = latest_checkpoint(trainer.run_dir)
     assert ckpt is not None
-    return ckpt.path, curve
+    return ckpt.path, curve, time.time() - started
 
 
-def clue_text_checks(report: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Signs of reward hacking in the clues themselves, per policy."""
-    out = {}
-    for policy in (p["name"] for p in report["policies"]):
-        clues = [c for st in report["per_state"] for s in st["results"][policy]["samples"] for c in s["clues"]]
-        words = [len(c.split()) for c in clues]
-        tokens = [t for c in clues for t in tokenize(c)]
-        counts = [s["counts"] for st in report["per_state"] for s in st["results"][policy]["samples"]]
-        top = Counter(tokens).most_common(1)
-        out[policy] = {
-            "clues": float(len(clues)),
-            "words_per_clue": statistics.mean(words) if words else 0.0,
-            "distinct_token_ratio": len(set(tokens)) / len(tokens) if tokens else 0.0,
-            "most_common_token_share": top[0][1] / len(tokens) if top else 0.0,
-            "question_copies_per_state": statistics.mean(c["question_copy"] for c in counts) if counts else 0.0,
-            "long_clues_per_state": statistics.mean(c["long_clue"] for c in counts) if counts else 0.0,
-            "duplicate_clues_per_state": statistics.mean(c["duplicate_clue"] for c in counts) if counts else 0.0,
-            "unparsable_share": statistics.mean(c["unparsable"] for c in counts) if counts else 0.0,
-        }
+def trained_elsewhere(run_dir: Path) -> tuple[Path, list[dict[str, float]], float]:
+    """(newest checkpoint, curve, training seconds) of a run trained by an earlier --train-only. The
+    checkpoint needs only its adapter and trainer_state.json (what eval loads)."""
+    found = sorted(p for p in (run_dir / "checkpoints").glob("step-*") if (p / "adapter").is_dir())
+    if not found:
+        raise SystemExit(f"{run_dir}: no checkpoint with an adapter")
+    saved = run_dir / "curve.json"
+    if saved.is_file():
+        data = json.loads(saved.read_text())
+        return found[-1], data["curve"], data.get("train_seconds", 0.0)
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    curve = [{"step": e["step"], **e["metrics"]} for e in events if e.get("type") in ("StepFinished", "EvalFinished")]
+    times = [e["time"] for e in events if "time" in e]
+    return found[-1], curve, (max(times) - min(times)) if times else 0.0
+
+
+def summarise(path: Path) -> dict[str, Any]:
+    """What results.json keeps of an eval report (the report itself stays beside it)."""
+    data = json.loads(path.read_text())
+    out = {k: data[k] for k in ("format", "mode", "headline", "questions", "aggregate", "paired", "clue_checks",
+                                "executor") if k in data}
+    out["report"] = path.name
+    if data["mode"] == "rounds":
+        out["states"] = data["states"]
+        out["examples"] = [{"question": st["question"], "round": st["round"],
+                            **{p: st["results"][p]["samples"][0]["clues"] for p in st["results"]}}
+                           for st in data["per_state"][:8]]
+    else:
+        out["rounds"], out["curve"] = data["rounds"], data["curve"]
     return out
 
 
-def summarise(report: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "states": report["states"],
-        "questions": report["questions"],
-        "aggregate": report["aggregate"],
-        "paired": report["paired"],
-        "clue_checks": clue_text_checks(report),
-        "examples": [
-            {"question": st["question"], "round": st["round"],
-             **{p: st["results"][p]["samples"][0]["clues"] for p in st["results"]}}
-            for st in report["per_state"][:8]
-        ],
-    }
+def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each goal of issue #14 on each held-out set, met or not, with the figure it was judged on."""
+    rows = []
+    for name, sets in results["heldout"].items():
+        for goal, metric, kind, threshold in GOALS:
+            part = sets["episodes"] if metric in ("recall_round_3", "median_rounds_to_full",
+                                                  "checker_docs_per_important") else sets["rounds"]
+            tuned = next(p for p in part["aggregate"] if p != "baseline")
+            if kind == "clue<=":
+                value = part["clue_checks"][tuned][metric]
+                met = value <= threshold
+                shown = f"{value:.3f}"
+            elif kind == "ratio<=":
+                new, base = part["aggregate"][tuned][metric], part["aggregate"]["baseline"][metric]
+                met = new <= threshold * base
+                shown = f"{new:.2f} vs {base:.2f} ({new / base:.2f}x)" if base else f"{new:.2f} vs {base:.2f}"
+            else:
+                d = part["paired"][tuned][metric]
+                value, lo, hi = d["diff"], *d["ci"]
+                met = {"diff>=": value >= threshold and lo > 0, "diff<": value < threshold,
+                       "diff<=": value <= threshold}[kind]
+                shown = f"{value:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+            rows.append({"set": name, "goal": goal, "value": shown, "met": bool(met)})
+    return rows
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
@@ -153,73 +200,109 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(17, 4.6))
     steps = [c for c in results["curve"] if "reward/mean" in c]
     xs = [c["step"] for c in steps]
+    window = max(1, len(steps) // 20)
+
+    def smooth(ys: list[float]) -> list[float]:
+        return [statistics.fmean(ys[max(0, i - window + 1):i + 1]) for i in range(len(ys))]
+
     ys = [c["reward/mean"] for c in steps]
-    window = max(1, len(ys) // 20)
-    smooth = [statistics.mean(ys[max(0, i - window + 1):i + 1]) for i in range(len(ys))]
-    ax1.plot(xs, ys, color="#9ecae1", lw=0.8, label="reward (mean of the step's samples)")
-    ax1.plot(xs, smooth, color="#08519c", lw=2, label=f"moving average ({window} steps)")
+    ax1.plot(xs, ys, color="#9ecae1", lw=0.8)
+    ax1.plot(xs, smooth(ys), color="#08519c", lw=2, label=f"reward (moving average, {window} steps)")
     ax1.set_xlabel("step")
     ax1.set_ylabel("reward")
-    ax1.set_title("GRPO training reward")
-    ax1.legend(loc="lower right")
+    twin = ax1.twinx()
+    for key, colour, name in (("dynamic/frac_zero_std_sampled", "#fdae6b", "zero-variance share, sampled"),
+                              ("reward/frac_zero_std", "#d94801", "zero-variance share, trained batch")):
+        zs = [c.get(key, 0.0) for c in steps]
+        twin.plot(xs, smooth(zs), color=colour, lw=1.5, label=name)
+    twin.set_ylim(0, 1)
+    twin.set_ylabel("share of groups")
+    lines = ax1.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+    ax1.legend(lines, [h.get_label() for h in lines], loc="lower right", fontsize=8)
+    ax1.set_title("GRPO training: reward and zero-variance groups")
 
     sets = list(results["heldout"])
-    metrics = [("recall_at_k", "recall@k"), ("important_discovery", "discovery"), ("ndcg_at_k", "nDCG@k")]
+    metrics = ["recall_at_5", "recall_at_10", "recall_at_k"]
     width = 0.8 / (2 * len(metrics))
     for j, name in enumerate(sets):
-        agg = results["heldout"][name]["aggregate"]
-        for m, (key, label) in enumerate(metrics):
-            for k, policy in enumerate(("baseline", "fine-tuned")):
-                pol = "baseline" if policy == "baseline" else next(p for p in agg if p != "baseline")
+        agg = results["heldout"][name]["rounds"]["aggregate"]
+        tuned = next(p for p in agg if p != "baseline")
+        for m, key in enumerate(metrics):
+            for k, pol in enumerate(("baseline", tuned)):
                 value = agg[pol][key]
                 lo, hi = agg[pol]["ci"][key]
                 x = j + (2 * m + k - len(metrics)) * width + width / 2
                 ax2.bar(x, value, width, color=("#bdbdbd", "#3182bd")[k], edgecolor="black", lw=0.4,
-                        label=f"{policy}" if j == 0 and m == 0 else None)
+                        label=("baseline", "fine-tuned")[k] if j == 0 and m == 0 else None)
                 ax2.errorbar(x, value, yerr=[[value - lo], [hi - value]], color="black", capsize=2, lw=0.8)
                 if k == 0:
-                    ax2.text(x + width / 2, -0.02, label, ha="center", va="top", fontsize=8)
+                    ax2.text(x + width / 2, -0.02, label(key).replace(" docs", "").replace(" (union)", ""),
+                             ha="center", va="top", fontsize=7)
     ax2.set_xticks(range(len(sets)))
     ax2.set_xticklabels([f"\n\n{s}" for s in sets])
     ax2.set_ylim(0, 1)
-    ax2.set_title("held-out questions (IMPORTANT documents; 95% bootstrap CI)")
-    ax2.legend(loc="best")
+    ax2.set_title("per round: IMPORTANT recall at 5 / 10 documents and of the union (95% CI)")
+    ax2.legend(loc="upper left", fontsize=8)
+
+    styles = ("-", "--", ":", "-.")
+    for j, name in enumerate(sets):
+        curve = results["heldout"][name]["episodes"]["curve"]
+        for k, (pol, ys) in enumerate(curve.items()):
+            ax3.plot(range(1, len(ys) + 1), ys, styles[j % 4], marker="o", ms=3,
+                     color=("#737373", "#3182bd")[int(k != 0)], label=f"{name}: {pol}")
+    ax3.set_xlabel("round")
+    ax3.set_ylabel("evidence recall")
+    ax3.set_ylim(0, 1)
+    ax3.set_title("whole episodes: gold documents found by each round")
+    ax3.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
 
 
-METRICS = (("recall_at_k", "IMPORTANT recall@k"), ("important_discovery", "discovery rate"),
-           ("ndcg_at_k", "nDCG@k"), ("reward_mean", "mean reward"))
+def markdown(results: dict[str, Any]) -> str:
+    """The tables for docs/efficacy.md and the README: per round, per episode, clue checks, goals."""
 
+    def cell(agg: dict[str, Any], key: str) -> str:
+        lo, hi = agg["ci"].get(key, [None, None])
+        return f"{agg[key]:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None else "")
 
-def markdown_tables(results: dict[str, Any]) -> str:
-    """The README's results table: each held-out set and metric, baseline vs fine-tuned, with CIs."""
-
-    def ci(lo: float, hi: float, sign: str = "") -> str:
-        return f"[{lo:{sign}.3f}, {hi:{sign}.3f}]"
+    def diff(d: dict[str, Any]) -> str:
+        return f"**{d['diff']:+.3f}** [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]"
 
     lines = ["| held-out set | metric | baseline (95% CI) | fine-tuned (95% CI) | difference (95% CI) |",
              "| --- | --- | ---: | ---: | ---: |"]
     for name, r in results["heldout"].items():
-        agg, tuned = r["aggregate"], next(p for p in r["aggregate"] if p != "baseline")
-        label = f"{name}: {r['states']} states, {r['questions']} questions"
-        for key, metric in METRICS:
-            base, new, d = agg["baseline"], agg[tuned], r["paired"][tuned][key]
-            lines.append(f"| {label} | {metric} | {base[key]:.3f} {ci(*base['ci'][key])} | "
-                         f"{new[key]:.3f} {ci(*new['ci'][key])} | **{d['diff']:+.3f}** {ci(*d['ci'], '+')} |")
-            label = ""
-    lines += ["", "| held-out set | policy | words per clue | distinct-token ratio | top token share | "
-              "question copies / state | long clues / state | duplicate clues / state | unparsable |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for part, keys in (("rounds", ("recall_at_10", "recall_at_5", "recall_at_k", "docs_mean", "clues_mean")),
+                           ("episodes", ("recall_round_3", "recall_round_6", "full_coverage",
+                                         "median_rounds_to_full", "checker_docs_per_important"))):
+            res = r[part]
+            tuned = next(p for p in res["aggregate"] if p != "baseline")
+            unit = f"{res.get('states', res['questions'])} {'states' if part == 'rounds' else 'questions'}"
+            first = True
+            for key in keys:
+                if key not in res["aggregate"]["baseline"]:
+                    continue
+                base, new = res["aggregate"]["baseline"], res["aggregate"][tuned]
+                where = f"{name} ({part}, {unit})" if first else ""
+                d = res["paired"][tuned].get(key)
+                shown_base = cell(base, key) if key in base.get("ci", {}) else f"{base[key]:.3f}"
+                shown_new = cell(new, key) if key in new.get("ci", {}) else f"{new[key]:.3f}"
+                lines.append(f"| {where} | {label(key)} | {shown_base} | {shown_new} | {diff(d) if d else ''} |")
+                first = False
+    lines += ["", "| held-out set | policy | clues / set | top prefix (share) | top template share | "
+              "cut at token limit | invented numbers | top token share |",
+              "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for name, r in results["heldout"].items():
-        for policy, c in r["clue_checks"].items():
-            lines.append(f"| {name} | {policy} | {c['words_per_clue']:.1f} | {c['distinct_token_ratio']:.2f} | "
-                         f"{c['most_common_token_share']:.3f} | {c['question_copies_per_state']:.2f} | "
-                         f"{c['long_clues_per_state']:.2f} | {c['duplicate_clues_per_state']:.2f} | "
-                         f"{c['unparsable_share']:.2f} |")
+        for policy, c in r["rounds"]["clue_checks"].items():
+            lines.append(f"| {name} | {policy} | {c['clues_per_set']:.2f} | `{c['top_prefix']}` "
+                         f"({c['top_prefix_share']:.2f}) | {c['top_template_share']:.2f} | {c['cut_clue_share']:.3f} | "
+                         f"{c['invented_number_share']:.3f} | {c['most_common_token_share']:.3f} |")
+    lines += ["", "| held-out set | goal (issue #14) | measured | met |", "| --- | --- | ---: | :---: |"]
+    for g in results["goals"]:
+        lines.append(f"| {g['set']} | {g['goal']} | {g['value']} | {'yes' if g['met'] else '**no**'} |")
     return "\n".join(lines)
 
 
@@ -227,48 +310,54 @@ def main() -> None:
     args = parse_args()
     if args.report:
         results = json.loads(args.report.read_text())
+        results["goals"] = goals(results)
         plot(results, args.report.with_name("efficacy.png"))
-        print(markdown_tables(results))
+        print(markdown(results))
         return
     quiet_libraries()
-    minutes = 10.0 if args.quick else args.minutes
-    eval_limit = args.eval_limit or (120 if args.quick else 400)
+    steps = 60 if args.quick else args.steps
+    eval_limit = args.eval_limit or (120 if args.quick else None)
+    episode_limit = args.episode_limit or (40 if args.quick else None)
     heldout = args.heldout or [SHARED / "hotpotqa.jsonl"]
     args.out.mkdir(parents=True, exist_ok=True)
     command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-    cfg = load_config(ROOT / "config.yaml", [*EXPERIMENT, *args.overrides])
+    cfg = load_config(ROOT / "config.yaml", [*EXPERIMENT, f"train.max_steps={steps}", *args.overrides])
 
     collected = collect_question_set(cfg, args.train_set)
     cfg = cfg.replace(**{"data.traces": str(collected.traces), "data.corpus": str(collected.corpus)})
-    started = time.time()
-    checkpoint, curve = train_within_budget(cfg, args.out, minutes)
-    train_seconds = time.time() - started
-
+    if args.run_dir:
+        checkpoint, curve, seconds = trained_elsewhere(args.run_dir)
+    else:
+        checkpoint, curve, seconds = train(cfg, args.out, args.minutes)
     results: dict[str, Any] = {
         "command": command,
         "train_set": str(args.train_set),
-        "train_minutes": train_seconds / 60,
+        "train_minutes": seconds / 60,
         "steps": max((c["step"] for c in curve), default=0),
         "checkpoint": str(checkpoint),
         "config": cfg.to_dict(),
         "curve": curve,
         "heldout": {},
     }
-    request = dict(baseline=True, checkpoints=[str(checkpoint)], limit=eval_limit, seed=0)
-    split = run_eval(cfg, EvalRequest(**request, output=str(args.out / "eval-split.json")))
-    results["heldout"][f"{args.train_set.stem} (eval split)"] = summarise(json.loads(split.read_text()))
-    for qs in heldout:
-        path = run_eval(cfg, EvalRequest(**request, questions=str(qs), output=str(args.out / f"eval-{qs.stem}.json")))
-        results["heldout"][qs.stem] = summarise(json.loads(path.read_text()))
+    if args.train_only:
+        (args.out / "results.json").write_text(json.dumps(results, indent=2))
+        print(f"trained: {checkpoint}; results: {args.out / 'results.json'}")
+        return
+    sets: list[tuple[str, str | None]] = [(f"{args.train_set.stem} (eval split)", None)]
+    sets += [(qs.stem, str(qs)) for qs in heldout]
+    for name, questions in sets:
+        stem = "split" if questions is None else Path(questions).stem
+        common = dict(baseline=True, checkpoints=[str(checkpoint)], seed=0, questions=questions)
+        rounds = run_eval(cfg, EvalRequest(**common, limit=eval_limit, output=str(args.out / f"eval-{stem}.json")))
+        episodes = run_eval(cfg, EvalRequest(**common, limit=episode_limit, episodes=True,
+                                             output=str(args.out / f"episodes-{stem}.json")))
+        results["heldout"][name] = {"rounds": summarise(rounds), "episodes": summarise(episodes)}
+        (args.out / "results.json").write_text(json.dumps(results, indent=2))  # kept as each set finishes
+        print(f"{name}: {load_report(rounds).headline} and episodes written")
+    results["goals"] = goals(results)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     plot(results, args.out / "efficacy.png")
-    print(markdown_tables(results))
-    for name, r in results["heldout"].items():
-        base = r["aggregate"]["baseline"]["recall_at_k"]
-        tuned_name = next(p for p in r["aggregate"] if p != "baseline")
-        d = r["paired"][tuned_name]["recall_at_k"]
-        print(f"{name}: recall@k baseline {base:.3f} -> {r['aggregate'][tuned_name]['recall_at_k']:.3f} "
-              f"(diff {d['diff']:+.3f}, 95% CI [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}])")
+    print(markdown(results))
     print(f"results: {args.out / 'results.json'}, plot: {args.out / 'efficacy.png'}")
 
 

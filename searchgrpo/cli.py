@@ -242,26 +242,34 @@ def evaluate(
     questions: Annotated[Optional[Path], typer.Option(help="Evaluate on this question set (normalised JSONL).")] = None,
     traces: Annotated[Optional[Path], typer.Option("--traces", "--checkpoints-dir", help="Evaluate every state of this folder of multi-agent traces.")] = None,
     corpus: Annotated[Optional[Path], typer.Option(help="The corpus for --traces.")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="Score at most this many states.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Score at most this many states (--episodes: questions).")] = None,
     output: Annotated[Optional[Path], typer.Option(help="The JSON report (default runs/evals/eval-<time>.json).")] = None,
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed data file or line.")] = False,
+    episodes: Annotated[bool, typer.Option("--episodes", help="Play whole multi-agent episodes per question instead of single rounds.")] = False,
+    max_rounds: Annotated[Optional[int], typer.Option(help="--episodes: rounds per episode (default eval.episode_rounds).")] = None,
+    doc_budget: Annotated[Optional[int], typer.Option(help="--episodes: documents per SEARCH round sent to the checker (default eval.episode_doc_budget: all).")] = None,
 ) -> None:
-    """Compare fine-tuned checkpoints with the baseline on held-out states; write a JSON report."""
+    """Compare fine-tuned checkpoints with the baseline on held-out states (or, with --episodes,
+    whole multi-agent episodes of held-out questions); write a JSON report."""
     from rich.console import Console
 
     from searchgrpo import runs
+    from searchgrpo.evaluate.inputs import EvalRequest
     from searchgrpo.evaluate.report import eval_tables
-    from searchgrpo.evaluate.round_eval import EvalRequest
     from searchgrpo.terminal import eval_progress
 
     if samples < 1:
         raise UserError("--samples must be >= 1")
+    if episodes and samples > 1:
+        raise UserError("--episodes plays greedy episodes: leave --samples at 1")
+    if (max_rounds is not None and max_rounds < 1) or (doc_budget is not None and doc_budget < 1):
+        raise UserError("--max-rounds and --doc-budget must be >= 1")
     cfg, _ = load(config, overrides, ("data.strict=true",) if strict else ())
     request = EvalRequest(
         baseline=baseline, checkpoints=[str(c) for c in checkpoint or []], output=str(output) if output else None,
         num_samples=samples, temperature=temperature, seed=seed, questions=str(questions) if questions else None,
         traces=str(traces) if traces else None, corpus=str(corpus) if corpus else None,
-        limit=limit,
+        limit=limit, episodes=episodes, max_rounds=max_rounds, doc_budget=doc_budget,
     )
     console = Console()
     with eval_progress(console) as sink:

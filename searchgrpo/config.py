@@ -43,8 +43,11 @@ class Check:
 
 
 def checked(default: Any, ok: Callable[[Any], bool], expected: str, show: Callable[[Any], str] = repr) -> Any:
-    """A dataclass field with a default and a range check."""
-    return field(default=default, metadata={"check": Check(ok, expected, show)})
+    """A dataclass field with a default (a list default is copied for each instance) and a range check."""
+    metadata = {"check": Check(ok, expected, show)}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 def at_least(default: Any, low: float) -> Any:
@@ -193,6 +196,15 @@ class GRPOConfig:
     q/k/v and LoRA products fused; a CUDA graph on CUDA; Llama, Qwen2 and Qwen3 with a 16-bit
     base, else `graph`). `auto`: fused on CUDA, dynamic elsewhere."""
 
+    dynamic_sampling: bool = True
+    """Dynamic sampling (DAPO): a group whose K rewards are all equal teaches nothing, so the step
+    replaces it with a fresh state's group, drawn at random from the training states, until it has
+    train.states_per_step informative groups or `dynamic_max_retries` extra rounds were sampled
+    (then zero-variance groups fill the batch). Each replacement costs sampling and checker calls."""
+
+    dynamic_max_retries: int = at_least(2, 0)
+    """Extra sampling rounds per step that dynamic sampling may run to replace zero-variance groups."""
+
 
 @dataclass(frozen=True)
 class RewardConfig:
@@ -205,11 +217,18 @@ class RewardConfig:
     new_relevant: float = 0.2
     """Per retrieved RELEVANT document not discovered in earlier rounds."""
 
-    irrelevant: float = -0.05
-    """Per retrieved IRRELEVANT document not discovered in earlier rounds."""
+    irrelevant: float = 0.0
+    """Per retrieved IRRELEVANT document not discovered in earlier rounds (on top of
+    `retrieved_doc`)."""
 
-    already_discovered: float = -0.1
-    """Per retrieved document the state had already discovered (no new information)."""
+    already_discovered: float = 0.0
+    """Per retrieved document the state had already discovered (no new information; on top of
+    `retrieved_doc`)."""
+
+    retrieved_doc: float = -0.04
+    """Per distinct document the clue set retrieves, whatever its verdict: each is a checker call
+    in production. It makes a clue pay its way: one that brings no new IMPORTANT or RELEVANT
+    document costs env.top_k x this, so writing more clues is no longer free reward."""
 
     duplicate_clue: float = -0.25
     """Per clue that repeats another clue of the same set (after normalising case and spaces)."""
@@ -229,7 +248,16 @@ class RewardConfig:
     empty_clue: float = -0.3
     """Per distinct clue whose search returns no document at all (words the corpus does not hold,
     such as the tables' verdict labels). Without it, a clue that finds nothing scores 0 and beats
-    any real search where nothing new is left to find; keep it below env.top_k x `irrelevant`."""
+    any real search where nothing new is left to find: keep it below env.top_k x (`retrieved_doc`
+    + `irrelevant`), so that an empty clue never costs less than a search that finds nothing new."""
+
+    invented_number: float = -0.25
+    """Per clue holding a number (a year, a count) that appears nowhere in the state or question:
+    an invented fact ("Dai Jitao (2018)") narrows the search to documents that do not exist."""
+
+    cut_clue: float = -0.25
+    """Once if the completion hit grpo.max_new_tokens before ending: its last clue is cut off
+    (the filler "3rd search clue (1" pattern)."""
 
     gain_over_original: float = 0.0
     """Per new IMPORTANT document beyond what the state's original clues found (negative when
@@ -287,6 +315,23 @@ class TrainConfig:
 
     run_name: str | None = None
     """The run's folder name (null: a timestamp). `--resume` continues the named run."""
+
+    refresh_states_every: int = non_negative(0)
+    """On-policy states: every N steps, replay `refresh_questions` training questions through the
+    whole multi-agent loop with the current adapter as the Executor (greedy), and train on the
+    SEARCH-round states its own clues led to, mixed with the original pool (`refresh_mix`). After
+    round 1 the states depend on the Executor's earlier clues; the traces hold the old Executor's.
+    0: never (train on the traces' states only)."""
+
+    refresh_mix: float = fraction(0.5)
+    """Share of each step's states drawn from the latest refreshed states (the rest from the
+    traces' pool), once a refresh has happened."""
+
+    refresh_questions: int | None = optional_positive(64)
+    """Training questions replayed per refresh (a seeded sample; null: all of them)."""
+
+    refresh_rounds: int = checked(6, lambda v: 1 <= v <= 50, "in [1, 50]")
+    """Rounds per replayed episode (the Planner answers at the last one)."""
 
     report_to: list[Literal["tensorboard", "wandb", "mlflow", "trackio"]] = field(default_factory=list)
     """Experiment trackers that also get every step's and eval's metrics (any of tensorboard,
@@ -438,6 +483,25 @@ class CheckerConfig:
 
 
 @dataclass(frozen=True)
+class EvalConfig:
+    """Evaluation (`searchgrpo eval`, the trainer's periodic eval, the efficacy benchmark)."""
+
+    budgets: list[int] = checked([5, 10], lambda v: bool(v) and all(b >= 1 for b in v), "a non-empty list of integers >= 1")
+    """Document budgets B of the fixed-budget metrics: recall@B is the share of a state's wanted
+    IMPORTANT documents among the first B documents of its clues' round-robin fused list. Unlike
+    recall@k (the union of every clue's top-k), it does not grow with the number of clues. The
+    last budget is the headline of eval tables and reports."""
+
+    episode_rounds: int = checked(6, lambda v: 1 <= v <= 50, "in [1, 50]")
+    """`eval --episodes`: rounds (SEARCH, EXTRACT and ANSWER alike) an episode may last; the Planner
+    answers at the last one. Rounds to full evidence are censored here."""
+
+    episode_doc_budget: int | None = optional_positive(None)
+    """`eval --episodes`: documents of each SEARCH round's fused list sent to the checker (the first
+    B); null sends all of them, as the multi-agent system does."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration of a searchgrpo run."""
 
@@ -457,6 +521,8 @@ class Config:
     """The environment."""
     checker: CheckerConfig = field(default_factory=CheckerConfig)
     """The frozen DocumentChecker."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Evaluation metrics and the episode mode."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

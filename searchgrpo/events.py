@@ -69,6 +69,10 @@ class SampleView:
     docs: list[DocView]
     unparsable: bool = False
     completion_tokens: int = 0
+    truncated: bool = False
+    """The completion hit the token limit: its last clue is cut."""
+    invented: list[str] = field(default_factory=list)
+    """Numbers in the clues found nowhere in the state or question (invented facts)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class GroupScored:
     zero_std: bool
     """All K rewards were equal: no learning signal from this group."""
     original_clues: list[str] = field(default_factory=list)
+    in_batch: bool = True
+    """Trained on; False when dynamic sampling replaced this zero-variance group by another."""
     time: float = field(default_factory=_now)
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from searchgrpo.data.labels import Label
-from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState, RunWriter, load_states, split_by_question
+from searchgrpo.data.states import load_states, split_by_question
+from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState, RunWriter
 from searchgrpo.errors import DataError, UserError
 
 
@@ -116,7 +117,7 @@ def _break(tmp_path: Path, how: str) -> Path:
         ("missing field", "question: missing"),
         ("non utf8", "not valid UTF-8"),
         ("missing round file", "file is missing"),
-        ("symlink outside", "points outside the checkpoints folder"),
+        ("symlink outside", "points outside the traces folder"),
         ("not an object", "expected a JSON object"),
         ("path escape", "must be a plain file name"),
     ],
@@ -144,7 +145,7 @@ def test_huge_file_is_refused(tmp_path, monkeypatch):
 
 
 def test_missing_folder_is_a_user_error(tmp_path):
-    with pytest.raises(UserError, match="checkpoints folder not found"):
+    with pytest.raises(UserError, match="traces folder not found"):
         load_states(tmp_path / "nope")
 
 

@@ -46,8 +46,10 @@ def test_gold_checker_rule():
 def test_component_counts_table():
     cases = [
         # retrieved, dup, unparsable, written -> expected non-zero counts
-        ([(Label.IMPORTANT, False), (Label.IMPORTANT, True)], 0, False, 2, {"new_important": 1, "already_discovered": 1}),
-        ([(Label.RELEVANT, False), (Label.IRRELEVANT, False)], 1, False, 3, {"new_relevant": 1, "irrelevant": 1, "duplicate_clue": 1}),
+        ([(Label.IMPORTANT, False), (Label.IMPORTANT, True)], 0, False, 2,
+         {"new_important": 1, "already_discovered": 1, "retrieved_doc": 2}),
+        ([(Label.RELEVANT, False), (Label.IRRELEVANT, False)], 1, False, 3,
+         {"new_relevant": 1, "irrelevant": 1, "duplicate_clue": 1, "retrieved_doc": 2}),
         ([], 0, True, 0, {"unparsable": 1}),
         ([], 0, False, 1, {"clue_count_out_of_bounds": 1}),
         ([], 0, False, 7, {"clue_count_out_of_bounds": 3}),
@@ -61,10 +63,10 @@ def test_component_counts_table():
 
 def test_reward_is_the_weighted_sum():
     calc = RewardCalculator(RewardConfig())
-    b = calc.combine({"new_important": 2, "irrelevant": 3, "duplicate_clue": 1})
+    b = calc.combine({"new_important": 2, "retrieved_doc": 5, "duplicate_clue": 1, "invented_number": 1})
     assert b.weighted["new_important"] == 2.0
-    assert b.weighted["irrelevant"] == pytest.approx(-0.15)
-    assert b.total == pytest.approx(2.0 - 0.15 - 0.25)
+    assert b.weighted["retrieved_doc"] == pytest.approx(-0.2)
+    assert b.total == pytest.approx(2.0 - 0.2 - 0.25 - 0.25)
     assert b.weighted["unparsable"] == 0.0 and str(b.weighted["unparsable"]) == "0.0"  # never -0.0
 
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import searchgrpo.cli as cli
 from searchgrpo.data.corpus import load_corpus
 from searchgrpo.data.questions import load_questions, write_questions
-from searchgrpo.data.traces import load_states
+from searchgrpo.data.states import load_states
 from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.errors import UserError
 from tests.conftest import tiny_config

@@ -2,7 +2,7 @@
 
 from searchgrpo.config import DemoConfig
 from searchgrpo.data.demo_world import generate_corpus, generate_world
-from searchgrpo.data.traces import load_states
+from searchgrpo.data.states import load_states
 from searchgrpo.episodes.world import build_demo
 from searchgrpo.retrieval.search import tokenize
 

@@ -5,11 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from searchgrpo.env.metrics import fused_ranking, ndcg
+from searchgrpo.env.metrics import ndcg
 from searchgrpo.errors import UserError
-from searchgrpo.evaluate.round_eval import EvalRequest, run_eval
-from searchgrpo.evaluate.stats import mean_ci, paired_ratio_ci, ratio_ci
+from searchgrpo.evaluate.inputs import EvalRequest
+from searchgrpo.evaluate.round_eval import run_eval
+from searchgrpo.evaluate.stats import mean_ci, median_diff_ci, paired_ratio_diff_ci, ratio_ci
 from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted
+from searchgrpo.retrieval.clues import fused_ranking
 from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
 
@@ -35,7 +37,10 @@ def test_bootstrap_known_cases():
     assert mean_ci([0.0] * 50 + [1.0] * 50, seed=1) == mean_ci([0.0] * 50 + [1.0] * 50, seed=1)
     # A pooled ratio resamples questions, not documents.
     assert ratio_ci([1, 1, 1], [2, 2, 2]) == pytest.approx((0.5, 0.5))
-    assert paired_ratio_ci([0, 0], [1, 1], [1, 1]) == pytest.approx((1.0, 1.0))
+    assert paired_ratio_diff_ci([0, 0], [1, 1], [1, 1], [1, 1]) == pytest.approx((1.0, 1.0))
+    # Each ratio has its own denominator: 4 docs / 2 found -> 3 docs / 3 found is -1.0 docs per find.
+    assert paired_ratio_diff_ci([2, 2], [1, 1], [1, 2], [1, 2]) == pytest.approx((-1.0, -1.0))
+    assert median_diff_ci([1, 3, 5], [1, 3, 5]) == pytest.approx((0.0, 0.0))
 
 
 @pytest.fixture(scope="module")
@@ -53,19 +58,25 @@ def test_report_schema_and_determinism(trained, tmp_path):
     request = EvalRequest(baseline=True, checkpoints=[ckpt], output=str(tmp_path / "a.json"), limit=6, bootstrap=200)
     path = run_eval(cfg, request, events.append)
     report = json.loads(path.read_text())
-    assert report["format"] == "searchgrpo-eval-v1" and report["states"] == 6
+    assert report["format"] == "searchgrpo-eval-v2" and report["states"] == 6
+    assert report["budgets"] == [5, 10] and report["headline"] == "recall_at_10"
     assert [p["name"] for p in report["policies"]] == ["baseline", "step-000002"]
+    metrics = {"reward_mean", "important_discovery", "recall_at_5", "recall_at_10", "recall_at_k", "ndcg_at_k",
+               "clues_mean", "docs_mean"}
     for name in ("baseline", "step-000002"):
         agg = report["aggregate"][name]
-        for key in ("reward_mean", "important_discovery", "recall_at_k", "ndcg_at_k", "clues_mean", "docs_mean"):
-            assert key in agg
-        assert set(agg["ci"]) == {"reward_mean", "important_discovery", "recall_at_k", "ndcg_at_k"}
+        assert metrics <= set(agg) and set(agg["ci"]) == metrics
+        # A budget caps what counts: recall at 5 documents never exceeds recall at 10 or of the union.
+        assert agg["recall_at_5"] <= agg["recall_at_10"] + 1e-12 <= agg["recall_at_k"] + 2e-12
+        checks = report["clue_checks"][name]
+        assert {"top_prefix_share", "cut_clue_share", "invented_number_share"} <= set(checks)
     paired = report["paired"]["step-000002"]
-    assert set(paired) == {"reward_mean", "important_discovery", "recall_at_k", "ndcg_at_k"}
+    assert set(paired) == metrics
     assert all(set(v) == {"diff", "ci"} for v in paired.values())
     state = report["per_state"][0]
     sample = state["results"]["baseline"]["samples"][0]
-    assert {"completion", "clues", "reward", "components", "docs", "found", "wanted"} <= set(sample)
+    assert {"completion", "clues", "reward", "components", "docs", "found", "wanted", "recall_at_10",
+            "truncated", "invented"} <= set(sample)
     assert sum(q["states"] for q in report["per_question"]) == 6
     assert isinstance(events[0], EvalStarted) and isinstance(events[-1], EvalReportWritten)
     assert any(isinstance(e, EvalProgress) for e in events)

@@ -65,5 +65,5 @@ def test_console_imports_no_torch():
 
 
 def test_console_model_needs_no_textual():
-    loaded = _loaded_after("import tui.model, tui.inbox, tui.sources, tui.report, tui.format")
+    loaded = _loaded_after("import tui.model, tui.inbox, tui.sources, tui.format, searchgrpo.evaluate.report")
     assert "textual" not in loaded

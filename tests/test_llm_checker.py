@@ -20,7 +20,7 @@ from searchgrpo.agents.verdict_cache import VerdictCache
 from searchgrpo.data.demo_world import generate_world
 from searchgrpo.data.labels import Label
 from searchgrpo.data.questions import write_questions
-from searchgrpo.data.traces import load_states
+from searchgrpo.data.states import load_states
 from searchgrpo.embedded import embedded_gguf_path
 from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.events import RunFinished, StepFinished
@@ -169,9 +169,9 @@ def test_a_restarted_server_is_retried_until_it_answers(tmp_path):
 def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, monkeypatch):
     import dataclasses
 
-    import searchgrpo.train.step as grpo_step
+    import searchgrpo.train.rollouts as rollouts
 
-    real_generate = grpo_step.generate
+    real_generate = rollouts.generate
 
     def generate_real_clues(*args, **kwargs):
         # The tiny random policy writes text that often retrieves nothing; give every sample real
@@ -179,7 +179,7 @@ def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, 
         groups = real_generate(*args, **kwargs)
         return [[dataclasses.replace(c, text="founder company\nuniversity city born") for c in g] for g in groups]
 
-    monkeypatch.setattr(grpo_step, "generate", generate_real_clues)
+    monkeypatch.setattr(rollouts, "generate", generate_real_clues)
     server = EmbeddedServer(embedded_gguf_path(), parallel=2).start()
     cfg = tiny_config(
         tmp_path, "checker.backend=llm", f"checker.server={server.base_url}", "checker.cache=false", *FAST,
@@ -226,7 +226,8 @@ def test_collect_with_the_llm_agents_writes_loadable_checkpoints(server, tmp_pat
     cfg = tiny_config(tmp_path, "checker.backend=llm", f"checker.server={server.base_url}", *FAST,
                       f"checker.cache_path={tmp_path / 'v.sqlite'}", "env.top_k=2")
     result = collect_to_folder(cfg, str(source), tmp_path / "out", max_rounds=3, planner="llm", entity_manager="llm")
-    assert result.checker["calls"] > 0 and result.checker["requests"] >= result.checker["calls"]
+    # `calls` counts every call of the shared client (the Planner and EntityManager ask it too).
+    assert result.checker["calls"] > 0 and result.checker["requests"] > 0
     loaded = load_states(result.traces, min_clues_per_round=1)
     assert not loaded.issues.issues and loaded.states
     assert loaded.states[0].question_id == WORLD.questions[0].id

@@ -38,12 +38,18 @@ def test_merged_model_equals_base_plus_adapter(trained, tmp_path):
     with torch.no_grad():
         expected = policy.model(input_ids=ids).logits
         got = merged(input_ids=ids).logits
-        base = policy.model.get_base_model()
         with policy.reference_mode():
             plain = policy.model(input_ids=ids).logits
     assert torch.allclose(got, expected, atol=1e-4)
     assert not torch.allclose(plain, expected, atol=1e-3)  # the adapter really changed the model
-    assert base is not None
+    # Weight by weight: every adapted layer of the merged model is W0 + scaling * B @ A.
+    weights = dict(merged.named_parameters())
+    adapted = [(n, m) for n, m in policy.model.named_modules() if hasattr(m, "lora_A") and "default" in m.lora_A]
+    assert adapted
+    for name, module in adapted:
+        lora = module.scaling["default"] * module.lora_B["default"].weight @ module.lora_A["default"].weight
+        key = name.removeprefix("base_model.model.") + ".weight"
+        assert torch.allclose(weights[key], module.base_layer.weight + lora, atol=1e-5), key
     kinds = [type(e) for e in events]
     assert kinds[0] is MergeStarted and kinds[-1] is MergeFinished and MergeProgress in kinds
     parity = events[-1].parity[0]

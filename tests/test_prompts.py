@@ -1,7 +1,8 @@
 """Rendering states as prompts and parsing clues."""
 
 from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState, SearchState
-from searchgrpo.env.prompts import normalise_clue, parse_clues, render_state
+from searchgrpo.env.prompts import parse_clues, render_state
+from searchgrpo.retrieval.clues import normalise_clue
 
 
 def test_parse_clues():

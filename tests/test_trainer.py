@@ -143,3 +143,73 @@ def test_resume_refuses_another_base_model(tmp_path):
 
     with pytest.raises(UserError, match="trained on 'some/other-model'"):
         Trainer(cfg, resume=True, run_dir=summary.run_dir).train()
+
+
+def step_groups(events, step):
+    return [e for e in events if isinstance(e, GroupScored) and e.step == step]
+
+
+def test_dynamic_sampling_keeps_the_batch_full_of_informative_groups(tmp_path):
+    cfg = tiny_config(tmp_path, "train.max_steps=3", "train.states_per_step=3")
+    _, _, events = run(cfg)
+    for step in (1, 2, 3):
+        groups = step_groups(events, step)
+        m = next(e for e in events if isinstance(e, StepFinished) and e.step == step).metrics
+        trained = [g for g in groups if g.in_batch]
+        assert len(trained) == 3  # the batch keeps its size
+        assert m["dynamic/sampled_groups"] == len(groups) and m["dynamic/rounds"] >= 1
+        # Replaced groups are exactly the zero-variance ones left out, and they are only left out
+        # when an informative group took their place.
+        replaced = [g for g in groups if not g.in_batch]
+        assert all(g.zero_std for g in replaced) and m["dynamic/replaced_groups"] == len(replaced)
+        assert m["reward/frac_zero_std"] == pytest.approx(sum(g.zero_std for g in trained) / 3)
+        if replaced:
+            assert not any(g.zero_std for g in trained)
+        assert len({g.state_id for g in groups}) == len(groups)  # a refill never repeats a state of the step
+
+
+def test_dynamic_sampling_gives_up_after_its_retries(tmp_path):
+    # With every reward weight 0 each group has equal rewards: no round can find an informative one.
+    zero = [f"reward.{name}=0" for name in ("new_important", "new_relevant", "retrieved_doc", "duplicate_clue",
+                                             "unparsable", "clue_count_out_of_bounds", "long_clue", "question_copy",
+                                             "empty_clue", "invented_number", "cut_clue")]
+    cfg = tiny_config(tmp_path, "train.max_steps=1", "grpo.dynamic_max_retries=2", *zero)
+    _, _, events = run(cfg)
+    m = next(e for e in events if isinstance(e, StepFinished)).metrics
+    assert m["dynamic/rounds"] == 3 and m["dynamic/sampled_groups"] > 2 and m["reward/frac_zero_std"] == 1.0
+    assert sum(g.in_batch for g in step_groups(events, 1)) == 2
+    off = tiny_config(tmp_path / "off", "train.max_steps=1", "grpo.dynamic_sampling=false", *zero)
+    m = next(e for e in run(off)[2] if isinstance(e, StepFinished)).metrics
+    assert m["dynamic/rounds"] == 1 and m["dynamic/sampled_groups"] == 2
+
+
+REFRESH = ("train.refresh_states_every=2", "train.refresh_questions=4", "train.refresh_mix=1.0",
+           "train.refresh_rounds=3", "train.max_steps=4")
+
+
+def test_refreshed_states_come_from_the_current_adapter_and_survive_a_resume(tmp_path):
+    _, _, straight = run(tiny_config(tmp_path / "a", *REFRESH, "train.run_name=straight"))
+    m2 = next(e for e in straight if isinstance(e, StepFinished) and e.step == 2).metrics
+    assert m2["refresh/questions"] == 4 and m2["refresh/states"] > 0
+    assert all("/refresh-" not in g.state_id for g in step_groups(straight, 1) + step_groups(straight, 2))
+    later = [g for g in step_groups(straight, 3) if g.in_batch]
+    assert later and all("/refresh-000002/" in g.state_id for g in later)  # refresh_mix = 1
+    assert (tmp_path / "a" / "runs" / "straight" / "refreshed" / "step-000002.json").is_file()
+
+    cfg = tiny_config(tmp_path / "b", *REFRESH, "train.run_name=split", "train.save_every=3")
+    control = TrainerControl()
+    first = []
+
+    def stop_after_three(event):
+        first.append(event)
+        if isinstance(event, StepFinished) and event.step == 3:
+            control.stop.set()
+
+    summary = Trainer(cfg, sink=stop_after_three, control=control).train()
+    _, _, second = run(cfg, resume=True, run_dir=summary.run_dir)
+
+    def metrics(events):
+        return {e.step: {k: v for k, v in e.metrics.items() if not k.startswith("time/") and k != "refresh/time_s"}
+                for e in events if isinstance(e, StepFinished)}
+
+    assert {**metrics(first), **metrics(second)} == metrics(straight)

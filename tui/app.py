@@ -56,6 +56,9 @@ class ConsoleApp(App[int]):
 
     CSS_PATH = Path(__file__).parent / "app.tcss"
     TITLE = "searchgrpo"
+    AUTO_FOCUS = None
+    """Focus is set in `on_mount`: Textual's automatic focus could come after a tab key pressed at
+    once, and focusing into the hidden Train tab would switch back to it."""
     BINDINGS = [
         Binding("s", "start", "Start"),
         Binding("p", "pause", "Pause/Resume"),
@@ -134,6 +137,7 @@ class ConsoleApp(App[int]):
                 self._follow_compared(i, path)
         elif self.start_at_once:
             self.action_start()
+        self.query_one(FIRST_FOCUS["train"]).focus()
         self.redraw()
 
     # ------------------------------------------------------------------ events in, redraws out
@@ -186,6 +190,10 @@ class ConsoleApp(App[int]):
     @on(TabbedContent.TabActivated)
     def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
         with _panes_may_be_missing():
+            if event.pane.id != self.query_one(TabbedContent).active:
+                # A stale notice (tabs switched again since): focusing into a hidden tab would switch
+                # back to it, and two stale notices would switch back and forth for ever.
+                return
             if event.pane.id in ("eval", "merge"):
                 self.refresh_checkpoints()
             self.redraw()

@@ -38,6 +38,10 @@ class EvalRequest:
     checkpoints: list[str] = field(default_factory=list)
     num_samples: int = 1
     limit: Optional[int] = None
+    episodes: bool = False
+    """Whole multi-agent episodes per question instead of single SEARCH rounds."""
+    max_rounds: Optional[int] = None
+    """Episodes: rounds per episode (None: eval.episode_rounds)."""
 
 
 @dataclass(frozen=True)
@@ -101,10 +105,11 @@ class CoreBackend:
 
     def evaluate(self, cfg: Config, request: EvalRequest, sink: EventSink, stop: threading.Event) -> EvalDone:
         from searchgrpo import runs
-        from searchgrpo.evaluate.round_eval import EvalRequest as CoreEvalRequest
+        from searchgrpo.evaluate.inputs import EvalRequest as CoreEvalRequest
 
         core = CoreEvalRequest(baseline=request.baseline, checkpoints=list(request.checkpoints),
-                               num_samples=request.num_samples, limit=request.limit)
+                               num_samples=request.num_samples, limit=request.limit, episodes=request.episodes,
+                               max_rounds=request.max_rounds)
         return EvalDone(str(runs.evaluate(cfg, core, sink, stop)))
 
     def merge(self, cfg: Config, request: MergeRequest, sink: EventSink,

@@ -19,11 +19,12 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import replace
+from typing import Any, Sequence
 
 from searchgrpo.data.corpus import Document
 from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState
 
-RULES_VERSION = 2
+RULES_VERSION = 3
 """Changes whenever the rules do, so that cached collects made with older rules are not reused."""
 
 _WORD = r"(?:[A-Z]\.|[A-Z][\w'\-]*)"
@@ -82,6 +83,10 @@ class RuleExecutor:
     def __init__(self, seed: int = 0, use_entities_p: float = 0.35) -> None:
         self.seed = seed
         self.use_entities_p = use_entities_p
+
+    def write_clues(self, requests: Sequence[Any]) -> list[list[str]]:
+        """Clues for each `ClueRequest` (question_id, question, state, round_no) of a round."""
+        return [self.clues(r.question_id, r.question, r.state, r.round_no) for r in requests]
 
     def clues(self, question_id: str, question: str, state: RoundState, round_no: int) -> list[str]:
         rng = random.Random(f"{self.seed}:{question_id}:{round_no}")

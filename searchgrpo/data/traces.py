@@ -1,29 +1,23 @@
-"""The multi-agent checkpoint format (the training-data contract) and the state loader.
+"""Traces: the multi-agent system's checkpoint format (the training-data contract), read and written.
 
 Layout, as in `docs/traces.md`:
 
     traces/<question>/run_XXX/meta.json               question, answers, rounds
     traces/<question>/run_XXX/round_NNN.json           the state after round NNN
 
-`load_states` turns every SEARCH round into a training state whose context is the *previous*
-round's checkpoint (round_000.json, or empty tables, for round 1) and whose baseline clues are the
-round's own. Malformed files are reported by path and reason and skipped (`strict`: raised); the
-loader never crashes on bad data. Unknown fields are ignored. Extensions to the seed's format, all
-optional: `meta.json` may list `gold_docids` (the question's evidence, IMPORTANT to the gold checker).
+This module holds the records, their validation (`parse_round`, `parse_meta`: a malformed field
+raises `SchemaError` naming it; unknown fields are ignored) and `RunWriter`; `states.py` turns a
+traces folder into training states. Extensions to the seed's format, all optional: `meta.json` may
+list `gold_docids` (the question's evidence, IMPORTANT to the gold checker).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from searchgrpo.data.labels import Label, QuestionLabels
-from searchgrpo.errors import IssueLog, UserError
 from searchgrpo.fileio import atomic_write_json
 
 MAX_FILE_BYTES = 32 * 1024 * 1024
@@ -122,20 +116,20 @@ class SearchState:
         return self.before.sub_goals
 
 
-@dataclass
-class LoadedStates:
-    """What `load_states` found."""
+def state_to_json(state: SearchState) -> dict[str, Any]:
+    """A training state as JSON (read back by `state_from_json`)."""
+    return {"state_id": state.state_id, "question_id": state.question_id, "question": state.question,
+            "answers": list(state.answers), "round": state.round, "before": state.before.to_json(),
+            "original_clues": list(state.original_clues), "source": state.source}
 
-    states: list[SearchState]
-    labels: dict[str, QuestionLabels]
-    issues: IssueLog
-    runs_read: int = 0
-    rounds_skipped_few_clues: int = 0
-    states_capped: int = 0
 
-    @property
-    def question_ids(self) -> list[str]:
-        return sorted({s.question_id for s in self.states})
+def state_from_json(obj: dict[str, Any]) -> SearchState:
+    """The training state `state_to_json` wrote; raises SchemaError naming a bad field."""
+    if not isinstance(obj, dict):
+        raise SchemaError("expected a JSON object")
+    return SearchState(_get(obj, "state_id", str, ""), _get(obj, "question_id", str, ""), _get(obj, "question", str, ""),
+                       _str_list(obj, "answers", ""), _get(obj, "round", int, ""), parse_round(obj.get("before")),
+                       _str_list(obj, "original_clues", ""), _get(obj, "source", str, "", default=""))
 
 
 # --------------------------------------------------------------------------- parsing
@@ -251,7 +245,7 @@ def parse_meta(obj: Any) -> RunMeta:
     )
 
 
-def _read_json(path: Path, root: Path) -> Any:
+def read_trace_file(path: Path, root: Path) -> Any:
     """Read a JSON file inside `root`; raises SchemaError with the reason otherwise."""
     try:
         real = path.resolve(strict=True)
@@ -277,149 +271,10 @@ def _read_json(path: Path, root: Path) -> Any:
         raise SchemaError("JSON nested too deeply") from None
 
 
-def _safe_child(run_dir: Path, name: str) -> Path:
+def trace_child(run_dir: Path, name: str) -> Path:
     if not name or Path(name).is_absolute() or ".." in Path(name).parts or "/" in name or "\\" in name:
         raise SchemaError(f"checkpoint name {name!r} must be a plain file name in the run folder")
     return run_dir / name
-
-
-# --------------------------------------------------------------------------- loading
-
-
-def find_runs(root: Path) -> list[Path]:
-    """Every `<question>/run_*/` folder under root, in sorted order."""
-    runs = []
-    for qdir in sorted(p for p in root.iterdir() if p.is_dir()):
-        runs.extend(sorted(p for p in qdir.iterdir() if p.is_dir() and p.name.startswith("run_")))
-    return runs
-
-
-def load_states(
-    root: str | os.PathLike[str],
-    *,
-    min_clues_per_round: int = 2,
-    max_samples_per_question: int = 10,
-    strict: bool = False,
-    seed: int = 0,
-) -> LoadedStates:
-    """Read every run under `root` and return its SEARCH-round training states."""
-    root_path = Path(root)
-    if not root_path.is_dir():
-        raise UserError(f"{root_path}: traces folder not found (data.traces)")
-    root_real = root_path.resolve()
-    issues = IssueLog(strict)
-    out = LoadedStates(states=[], labels={}, issues=issues)
-    per_question: dict[str, list[SearchState]] = {}
-    for run_dir in find_runs(root_path):
-        meta_path = run_dir / "meta.json"
-        try:
-            meta = parse_meta(_read_json(meta_path, root_real))
-        except SchemaError as exc:
-            issues.report(meta_path, str(exc))
-            continue
-        if not meta.rounds:
-            issues.report(meta_path, "lists no rounds (an empty run)")
-            continue
-        out.runs_read += 1
-        labels = out.labels.setdefault(meta.question_id, QuestionLabels(meta.question))
-        for docid in meta.gold_docids:
-            labels.labels[docid] = Label.IMPORTANT
-        rounds: dict[int, RoundState] = {}
-        missing: set[int] = set()
-        for ref in meta.rounds:
-            path = run_dir / ref.checkpoint
-            try:
-                rounds[ref.round] = parse_round(_read_json(_safe_child(run_dir, ref.checkpoint), root_real))
-            except SchemaError as exc:
-                missing.add(ref.round)
-                issues.report(path, str(exc))
-        for state in rounds.values():
-            for doc in state.documents:
-                lab = Label.parse(doc.verdict)
-                if lab is not None and labels.labels.get(doc.docid) is not Label.IMPORTANT:
-                    labels.labels[doc.docid] = lab
-        for ref in meta.rounds:
-            if ref.strategy != "SEARCH" or ref.round in missing:
-                continue
-            after = rounds[ref.round]
-            if len(after.clues) < min_clues_per_round:
-                out.rounds_skipped_few_clues += 1
-                continue
-            before = _state_before(run_dir, ref.round, rounds, missing, root_real, issues)
-            if before is None:
-                continue
-            per_question.setdefault(meta.question_id, []).append(
-                SearchState(
-                    state_id=f"{meta.question_id}/{run_dir.name}/r{ref.round:03d}",
-                    question_id=meta.question_id,
-                    question=meta.question,
-                    answers=meta.answers,
-                    round=ref.round,
-                    before=before,
-                    original_clues=after.clues,
-                    source=str(run_dir / ref.checkpoint),
-                )
-            )
-    for qid in sorted(per_question):
-        states = per_question[qid]
-        if len(states) > max_samples_per_question:
-            rng = random.Random(f"{seed}:{qid}")
-            kept = set(rng.sample(range(len(states)), max_samples_per_question))
-            out.states_capped += len(states) - max_samples_per_question
-            states = [s for i, s in enumerate(states) if i in kept]
-        out.states.extend(states)
-    return out
-
-
-def _state_before(
-    run_dir: Path,
-    round_no: int,
-    rounds: dict[int, RoundState],
-    missing: set[int],
-    root_real: Path,
-    issues: IssueLog,
-) -> RoundState | None:
-    prev = round_no - 1
-    if prev in rounds:
-        return rounds[prev]
-    if prev in missing:
-        return None  # already reported
-    if prev <= 0:
-        zero = run_dir / "round_000.json"
-        if not zero.exists() and not zero.is_symlink():
-            return RoundState(round=0)
-        try:
-            return parse_round(_read_json(zero, root_real))
-        except SchemaError as exc:
-            issues.report(zero, str(exc))
-            return None
-    issues.report(run_dir / "meta.json", f"round {round_no} is SEARCH but round {prev} is not listed")
-    return None
-
-
-# --------------------------------------------------------------------------- splitting
-
-
-def split_by_question(
-    states: list[SearchState], eval_fraction: float, seed: int = 0
-) -> tuple[list[SearchState], list[SearchState]]:
-    """Split states into train and eval by question: no question lands in both.
-
-    Questions are ordered by a seeded hash of their id and the first round(fraction * n) go to
-    eval, so adding questions moves few others. With two or more questions and a fraction > 0,
-    at least one question is held out.
-    """
-    qids = sorted({s.question_id for s in states})
-    if not qids or eval_fraction <= 0:
-        return list(states), []
-    n_eval = round(eval_fraction * len(qids))
-    if len(qids) >= 2:
-        n_eval = min(max(n_eval, 1), len(qids) - 1)
-    ranked = sorted(qids, key=lambda q: hashlib.sha1(f"{seed}:{q}".encode()).hexdigest())
-    held_out = set(ranked[:n_eval])
-    train = [s for s in states if s.question_id not in held_out]
-    evals = [s for s in states if s.question_id in held_out]
-    return train, evals
 
 
 # --------------------------------------------------------------------------- writing
@@ -435,6 +290,10 @@ class RunWriter:
     answers: tuple[str, ...] = ()
     gold_docids: tuple[str, ...] = ()
     rounds: list[RoundRef] = field(default_factory=list)
+
+    def write_initial(self, state: RoundState) -> None:
+        """round_000.json: the state before round 1 (not listed in meta.json's rounds)."""
+        atomic_write_json(self.run_dir / "round_000.json", replace(state, round=0).to_json())
 
     def add_round(self, state: RoundState) -> None:
         name = f"round_{state.round:03d}.json"

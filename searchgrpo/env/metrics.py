@@ -1,4 +1,9 @@
-"""Retrieval metrics of one clue set (pure functions): the fused ranking and nDCG."""
+"""Retrieval metrics of one clue set (pure functions), over its fused list of documents
+(`searchgrpo.retrieval.clues`): recall at a fixed document budget, and nDCG.
+
+>>> recall_at_budget(["a", "b", "c", "d"], {"b", "d", "z"}, 2)
+0.3333333333333333
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,13 @@ import math
 from typing import Sequence
 
 
-def fused_ranking(docs: Sequence[tuple[str, int, int]]) -> list[str]:
-    """Docids ordered round-robin over clues: by (rank, clue_index). `docs` holds
-    (docid, clue_index, rank) for each distinct document, as the environment reports them."""
-    return [d for d, _, _ in sorted(docs, key=lambda x: (x[2], x[1]))]
+def recall_at_budget(ranking: Sequence[str], wanted: set[str], budget: int | None) -> float:
+    """Share of `wanted` among the first `budget` documents of `ranking` (all when None); 0 when
+    nothing is wanted. Unlike recall of the whole union, it does not grow with the number of clues."""
+    if not wanted:
+        return 0.0
+    shown = ranking if budget is None else ranking[:budget]
+    return len(wanted.intersection(shown)) / len(wanted)
 
 
 def ndcg(ranking: Sequence[str], wanted: set[str]) -> float:

@@ -112,8 +112,3 @@ def parse_clues(text: str, max_clues: int) -> ParsedClues:
         candidates = [_clean(line) for line in text.splitlines()]
     clues = [c for c in candidates if any(ch.isalnum() for ch in c)]
     return ParsedClues(tuple(clues[:max_clues]), len(clues), not clues)
-
-
-def normalise_clue(clue: str) -> str:
-    """The form in which two clues count as duplicates: lowercase, single spaces."""
-    return " ".join(clue.lower().split())

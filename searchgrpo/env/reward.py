@@ -45,11 +45,15 @@ def component_counts(
     long_clues: int = 0,
     question_copies: int = 0,
     empty_clues: int = 0,
+    invented_number_clues: int = 0,
+    cut: bool = False,
     original_new_important: float | None = None,
 ) -> dict[str, float]:
     """Count every component for one sample.
 
-    `retrieved` holds (label, already_discovered) for each distinct document the clues found;
+    `retrieved` holds (label, already_discovered) for each distinct document the clues found (each
+    one a checker call: `retrieved_doc` counts them all); `invented_number_clues` the clues with a
+    number found nowhere in the state or question; `cut` whether the completion hit the token limit;
     `original_new_important` is how many new IMPORTANT documents the state's original clues found
     (None: no gain is computed).
 
@@ -58,11 +62,12 @@ def component_counts(
     ...                      original_new_important=0)
     >>> c["new_important"], c["already_discovered"], c["duplicate_clue"], c["clue_count_out_of_bounds"]
     (1.0, 1.0, 1.0, 1.0)
-    >>> c["gain_over_original"]
-    1.0
+    >>> c["gain_over_original"], c["retrieved_doc"]
+    (1.0, 2.0)
     """
     counts = dict.fromkeys(COMPONENTS, 0.0)
     for label, seen in retrieved:
+        counts["retrieved_doc"] += 1
         if seen:
             counts["already_discovered"] += 1
         elif label is Label.IMPORTANT:
@@ -78,6 +83,8 @@ def component_counts(
     counts["long_clue"] = float(long_clues)
     counts["question_copy"] = float(question_copies)
     counts["empty_clue"] = float(empty_clues)
+    counts["invented_number"] = float(invented_number_clues)
+    counts["cut_clue"] = 1.0 if cut else 0.0
     if original_new_important is not None:
         counts["gain_over_original"] = counts["new_important"] - original_new_important
     return counts

@@ -1,10 +1,10 @@
 """The search-round environment: run a clue set through BM25 and the frozen checker, score it.
 
 `SearchRoundEnv.reset(state)` fixes the state (question, tables, docids already discovered);
-`step(clues)` searches every clue (top-k each), takes the union of documents in first-seen
-order, has the checker label them, and returns the documents, verdicts and reward breakdown.
-`score_group` does the same for all K samples of a state with a single, deduplicated checker
-batch, which is how the trainer calls it.
+`step(clues)` searches every clue (top-k each), fuses the lists round-robin
+(`searchgrpo.retrieval.clues`), has the checker label the documents, and returns the documents,
+verdicts and reward breakdown. `score_group` does the same for all K samples of a state with a
+single, deduplicated checker batch, which is how the trainer calls it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from typing import Sequence
 from searchgrpo.agents.checker import CheckRequest, DocumentChecker, Verdict
 from searchgrpo.data.labels import Label
 from searchgrpo.data.traces import SearchState
-from searchgrpo.env.prompts import ParsedClues, normalise_clue, parse_clues
+from searchgrpo.env.clue_checks import invented_numbers, numbers_in, state_text
+from searchgrpo.env.prompts import ParsedClues, parse_clues
 from searchgrpo.env.reward import RewardBreakdown, RewardCalculator, component_counts, copies_question
+from searchgrpo.retrieval.clues import ClueSearch, search_clues
 from searchgrpo.retrieval.search import Retriever, tokenize
 
 
@@ -27,7 +29,7 @@ class RetrievedDoc:
     docid: str
     title: str
     clue_index: int
-    """The first clue that retrieved it."""
+    """The clue that put it in the fused list (see `searchgrpo.retrieval.clues`)."""
     rank: int
     """Its rank under that clue (0 = best)."""
     score: float
@@ -44,24 +46,12 @@ class StepResult:
     clues: tuple[str, ...]
     parsed: ParsedClues
     docs: tuple[RetrievedDoc, ...]
+    """Distinct documents in fused (round-robin) order."""
     reward: RewardBreakdown
-
-
-@dataclass(frozen=True)
-class _Found:
-    docid: str
-    clue_index: int
-    rank: int
-    score: float
-
-
-@dataclass(frozen=True)
-class _Retrieval:
-    found: list[_Found]
-    duplicates: int
-    """Clues that repeat an earlier clue of the set (not searched again)."""
-    empty: int
-    """Distinct clues whose search returned nothing."""
+    truncated: bool = False
+    """The completion hit the token limit: its last clue is cut."""
+    invented: tuple[str, ...] = ()
+    """Numbers in the clues that appear nowhere in the state or question."""
 
 
 class SearchRoundEnv:
@@ -104,33 +94,19 @@ class SearchRoundEnv:
         kept = tuple(c for c in completion if c.strip())
         return ParsedClues(kept[: self.max_clues], len(kept), not kept)
 
-    def retrieve(self, clues: Sequence[str]) -> _Retrieval:
-        """The union of each distinct clue's top-k, first seen first; duplicate and empty clue counts."""
-        found: dict[str, _Found] = {}
-        seen_clues: set[str] = set()
-        duplicates = empty = 0
-        for i, clue in enumerate(clues):
-            norm = normalise_clue(clue)
-            if norm in seen_clues:
-                duplicates += 1
-                continue
-            seen_clues.add(norm)
-            hits = self.retriever.search(clue, self.top_k)
-            empty += not hits
-            for hit in hits:
-                if hit.docid not in found:
-                    found[hit.docid] = _Found(hit.docid, i, hit.rank, hit.score)
-        return _Retrieval(list(found.values()), duplicates, empty)
+    def retrieve(self, clues: Sequence[str]) -> ClueSearch:
+        """Each distinct clue's top-k, fused round-robin; duplicate and empty clue counts."""
+        return search_clues(self.retriever, clues, self.top_k)
 
     def original_new_important(self, state: SearchState) -> float | None:
         """New IMPORTANT documents the state's original clues find (memoised; None if it has none)."""
         if not state.original_clues:
             return None
         if state.state_id not in self._original:
-            found = self.retrieve(state.original_clues[: self.max_clues]).found
-            verdicts = self._check(state, sorted({f.docid for f in found}))
+            hits = self.retrieve(state.original_clues[: self.max_clues]).hits
+            verdicts = self._check(state, sorted({h.docid for h in hits}))
             self._original[state.state_id] = float(sum(
-                1 for f in found if f.docid not in state.discovered and verdicts[f.docid].label is Label.IMPORTANT))
+                1 for h in hits if h.docid not in state.discovered and verdicts[h.docid].label is Label.IMPORTANT))
         return self._original[state.state_id]
 
     def _check(self, state: SearchState, docids: list[str]) -> dict[str, Verdict]:
@@ -142,31 +118,36 @@ class SearchRoundEnv:
             requests.append(CheckRequest(state.question_id, state.question, state.sub_goals, docid, doc.title, doc.text))
         return dict(zip(docids, self.checker.check(requests)))
 
-    def score_group(self, state: SearchState, completions: Sequence[str | Sequence[str]]) -> list[StepResult]:
-        """Score K completions of one state with one deduplicated checker batch."""
+    def score_group(self, state: SearchState, completions: Sequence[str | Sequence[str]],
+                    truncated: Sequence[bool] | None = None) -> list[StepResult]:
+        """Score K completions of one state with one deduplicated checker batch. `truncated[i]`:
+        completion i hit the token limit (its last clue is cut)."""
         corpus = self.retriever.corpus
         parsed = [self.parse(c) for c in completions]
         runs = [self.retrieve(p.clues) for p in parsed]
-        wanted = sorted({f.docid for run in runs for f in run.found})
+        wanted = sorted({h.docid for run in runs for h in run.hits})
         verdicts = self._check(state, wanted)
         discovered = state.discovered
         original = self.original_new_important(state) if self.reward.weights["gain_over_original"] else None
         question_tokens = tokenize(state.question)
+        known_numbers = numbers_in(state_text(state))
+        cut = list(truncated) if truncated is not None else [False] * len(parsed)
         results = []
-        for p, run in zip(parsed, runs):
+        for p, run, was_cut in zip(parsed, runs, cut):
             docs = tuple(
                 RetrievedDoc(
-                    f.docid,
-                    corpus.get(f.docid).title,  # type: ignore[union-attr]
-                    f.clue_index,
-                    f.rank,
-                    f.score,
-                    f.docid not in discovered,
-                    verdicts[f.docid].label,
-                    verdicts[f.docid].reason,
+                    h.docid,
+                    corpus.get(h.docid).title,  # type: ignore[union-attr]
+                    h.clue_index,
+                    h.rank,
+                    h.score,
+                    h.docid not in discovered,
+                    verdicts[h.docid].label,
+                    verdicts[h.docid].reason,
                 )
-                for f in run.found
+                for h in run.hits
             )
+            invented = [invented_numbers(c, known_numbers) for c in p.clues]
             counts = component_counts(
                 retrieved=[(d.label, not d.new) for d in docs],
                 duplicate_clues=run.duplicates,
@@ -177,7 +158,10 @@ class SearchRoundEnv:
                 long_clues=sum(1 for c in p.clues if len(c.split()) > self.max_clue_words),
                 question_copies=sum(1 for c in p.clues if copies_question(tokenize(c), question_tokens)),
                 empty_clues=run.empty,
+                invented_number_clues=sum(1 for found in invented if found),
+                cut=bool(was_cut) and not p.unparsable,
                 original_new_important=original,
             )
-            results.append(StepResult(p.clues, p, docs, self.reward.combine(counts)))
+            results.append(StepResult(p.clues, p, docs, self.reward.combine(counts), bool(was_cut),
+                                      tuple(sorted({n for found in invented for n in found}))))
         return results

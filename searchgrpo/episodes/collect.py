@@ -1,11 +1,12 @@
 """The baseline multi-agent pass that turns a question set into traces (the training data).
 
-For each question it plays up to `max_rounds` rounds of the multi-agent loop with frozen agents
-(a Planner, an Executor and an EntityManager: rule-based from `agents.py` by default, or the LLM
-ones of `llm_agents.py` / the base policy of `policy_executor.py`; BM25 search; a DocumentChecker)
-and writes the states in the contract's format (`searchgrpo.data.traces`, docs/traces.md). Runs that already have a
-`meta.json` are skipped, so an interrupted collect resumes where it stopped; the same inputs and
-seed always give the same traces (the LLM agents answer greedily).
+For each question it plays up to `max_rounds` rounds of the multi-agent loop (`play.py`) with
+frozen agents (a Planner, an Executor and an EntityManager: rule-based from
+`searchgrpo.agents.rules` by default, or the LLM ones of `searchgrpo.agents.llm_agents` / the base
+policy of `searchgrpo.policy.executor`; BM25 search; a DocumentChecker) and writes the states in
+the contract's format (`searchgrpo.data.traces`, docs/traces.md), round 0 included. Runs that
+already have a `meta.json` are skipped, so an interrupted collect resumes where it stopped; the
+same inputs and seed always give the same traces (the LLM agents answer greedily).
 
 `collect_to_folder` does it for a whole question set: it writes the pooled corpus
 (`corpus.jsonl`), then `traces/`, ready for `data.corpus` and `data.traces`.
@@ -15,53 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
-from searchgrpo.agents.checker import CheckRequest, DocumentChecker, checker_stats
-from searchgrpo.agents.rules import (
-    RULES_VERSION,
-    RuleEntityManager,
-    RuleExecutor,
-    RulePlanner,
-    merge_documents,
-    names_in,
-    update_goals,
-)
+from searchgrpo.agents.checker import DocumentChecker, checker_stats
+from searchgrpo.agents.rules import RULES_VERSION, RuleEntityManager, RuleExecutor, RulePlanner
 from searchgrpo.config import Config
-from searchgrpo.data.corpus import Document
 from searchgrpo.data.questions import QuestionRecord
-from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState, RunWriter
+from searchgrpo.data.traces import RunWriter
+from searchgrpo.episodes.play import EntityManager, Episode, EpisodeStart, Executor, Planner, initial_state, play
 from searchgrpo.errors import DataIssue
 from searchgrpo.fileio import remove_stale_temporaries
 from searchgrpo.retrieval.search import Retriever
-
-
-def planned_sub_goals(question: str) -> tuple[str, ...]:
-    """The rule Planner's decomposition of a question the data gives none for: a goal per entity the
-    question names (two for a comparison), else the named entity and the one it leads to."""
-    names = names_in(question)
-    if len(names) >= 2:
-        return tuple(f"find the document about {n}" for n in names[:2])
-    if names:
-        return (f"find the document about {names[0]}", f"find the document about who or what {names[0]} leads to")
-    return ("find the document about the entity the question names",
-            "find the document about the entity that document leads to")
-
-
-class Planner(Protocol):
-    max_rounds: int
-
-    def next_strategy(self, state: RoundState, round_no: int, last_found_important: bool) -> str: ...
-
-
-class Executor(Protocol):
-    def clues(self, question_id: str, question: str, state: RoundState, round_no: int) -> list[str]: ...
-
-
-class EntityManager(Protocol):
-    def update(self, state: RoundState, question: str, important: list[Document]) -> tuple[Entity, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -89,21 +56,29 @@ def _collected_id(meta: Path) -> str | None:
     return str(qid) if qid is not None else None
 
 
-def question_run_dir(out_dir: Path, question_id: str) -> tuple[Path, bool]:
+def question_run_dir(out_dir: Path, question_id: str, claimed: dict[Path, str] | None = None) -> tuple[Path, bool]:
     """(`out_dir/<name>/run_001`, whether that question is already collected there).
 
     Ids that differ may share a safe name (`a/b`, `a_b`): a folder that already holds another
-    question's run is left alone and this question gets `<name>-<digest of its id>` instead, so
-    no question is taken for collected when it is not.
+    question's run, or is `claimed` by another question of this collect, is left alone and this
+    question gets `<name>-<digest of its id>` instead, so no question is taken for collected when
+    it is not, and no two questions write one folder.
     """
     name = question_dir_name(question_id)
     run_dir = out_dir / name / "run_001"
     owner = _collected_id(run_dir / "meta.json")
+    if owner is None and claimed:
+        owner = claimed.get(run_dir)
     if owner is not None and owner != question_id:
         digest = hashlib.sha1(question_id.encode("utf-8")).hexdigest()[:10]
         run_dir = out_dir / f"{name}-{digest}" / "run_001"
         owner = _collected_id(run_dir / "meta.json")
     return run_dir, owner == question_id
+
+
+CHUNK = 32
+"""Questions played in lockstep at a time: a policy Executor batches their clues; an interrupted
+collect loses at most one chunk."""
 
 
 def collect(
@@ -126,102 +101,44 @@ def collect(
     planner = planner or RulePlanner(max_rounds)
     executor = executor or RuleExecutor(seed)
     entity_manager = entity_manager or RuleEntityManager()
-    written = skipped = states = 0
-    for n, rec in enumerate(records, 1):
-        run_dir, collected = question_run_dir(out_dir, rec.id)
+    todo: list[tuple[QuestionRecord, Path]] = []
+    claimed: dict[Path, str] = {}
+    skipped = 0
+    for rec in records:
+        run_dir, collected = question_run_dir(out_dir, rec.id, claimed)
+        claimed[run_dir] = rec.id
         if collected:
             skipped += 1
         else:
+            todo.append((rec, run_dir))
+    done = skipped
+    states = 0
+    if progress is not None:
+        progress(done, len(records))
+    for at in range(0, len(todo), CHUNK):
+        chunk = todo[at:at + CHUNK]
+        run_dirs = {rec.id: run_dir for rec, run_dir in chunk}
+        starts = [EpisodeStart(rec.id, rec.question, rec.answers, rec.gold, initial_state(rec.question, rec.sub_goals))
+                  for rec, _ in chunk]
+
+        def write(episode: Episode) -> None:
+            nonlocal done, states
+            s = episode.start
+            run_dir = run_dirs[s.question_id]
             remove_stale_temporaries(run_dir)
-            states += _play(rec, retriever, checker, run_dir, planner, executor, entity_manager, top_k)
-            written += 1
-        if progress is not None:
-            progress(n, len(records))
-    return CollectStats(len(records), written, skipped, states)
+            writer = RunWriter(run_dir, s.question_id, s.question, s.answers, tuple(sorted(s.gold)))
+            writer.write_initial(s.initial)
+            for r in episode.rounds:
+                writer.add_round(r.after)
+            writer.finish()
+            states += sum(1 for r in episode.rounds if r.strategy == "SEARCH")
+            done += 1
+            if progress is not None:
+                progress(done, len(records))
 
-
-def _play(
-    rec: QuestionRecord,
-    retriever: Retriever,
-    checker: DocumentChecker,
-    run_dir: Path,
-    planner: Planner,
-    executor: Executor,
-    entity_manager: EntityManager,
-    top_k: int,
-) -> int:
-    sub_goals = rec.sub_goals or planned_sub_goals(rec.question)
-    state = RoundState(
-        round=0,
-        sub_goals=tuple(sub_goals),
-        goals=tuple(Goal(f"g{i}", g) for i, g in enumerate(sub_goals, 1)),
-    )
-    writer = RunWriter(run_dir, rec.id, rec.question, rec.answers, tuple(sorted(rec.gold)))
-    corpus = retriever.corpus
-    found_important = False
-    searches = 0
-    for round_no in range(1, planner.max_rounds + 1):
-        strategy = planner.next_strategy(state, round_no, found_important)
-        found_important = False
-        if strategy == "SEARCH":
-            searches += 1
-            clues = executor.clues(rec.id, rec.question, state, round_no)
-            docids: list[str] = []
-            for clue in clues:
-                for hit in retriever.search(clue, top_k):
-                    if hit.docid not in docids:
-                        docids.append(hit.docid)
-            docs = [corpus.get(d) for d in docids]
-            verdicts = checker.check(
-                [CheckRequest(rec.id, rec.question, state.sub_goals, d.docid, d.title, d.text) for d in docs if d]
-            )
-            new_records = [
-                DocumentRecord(d.docid, d.title, v.label.value, v.reason, round_no)
-                for d, v in zip([d for d in docs if d], verdicts)
-            ]
-            known = {d.docid for d in state.documents}
-            n_new_important = sum(1 for r in new_records if r.verdict == "IMPORTANT" and r.docid not in known)
-            found_important = n_new_important > 0
-            discovered = tuple(dict.fromkeys(state.discovered_docids + tuple(docids)))
-            documents = merge_documents(state.documents, new_records)
-            state = replace(
-                state,
-                round=round_no,
-                strategy="SEARCH",
-                clues=tuple(clues),
-                documents=documents,
-                discovered_docids=discovered,
-                context=state.context
-                + (f"round {round_no}: searched {len(clues)} clues, {len(docids)} documents, "
-                   f"{n_new_important} new IMPORTANT",),
-            )
-        elif strategy == "EXTRACT":
-            important = [corpus.get(d.docid) for d in state.documents if d.verdict == "IMPORTANT"]
-            entities = entity_manager.update(state, rec.question, [d for d in important if d])
-            n_important = sum(1 for d in state.documents if d.verdict == "IMPORTANT")
-            state = replace(
-                state,
-                round=round_no,
-                strategy="EXTRACT",
-                clues=(),
-                entities=entities,
-                goals=update_goals(state.goals, n_important),
-                context=state.context + (f"round {round_no}: extracted {len(entities)} entities",),
-            )
-        else:
-            state = replace(
-                state,
-                round=round_no,
-                strategy="ANSWER",
-                clues=(),
-                context=state.context + (f"round {round_no}: answered",),
-            )
-        writer.add_round(state)
-        if strategy == "ANSWER":
-            break
-    writer.finish()
-    return searches
-
+        play(starts, planner=planner, executor=executor, entity_manager=entity_manager, retriever=retriever,
+             checker=checker, top_k=top_k, on_done=write)
+    return CollectStats(len(records), len(todo), skipped, states)
 
 
 # --------------------------------------------------------------------------- a whole question set
@@ -339,7 +256,7 @@ def collect_to_folder(
         if executor == "policy":
             from searchgrpo.policy.executor import PolicyExecutor
 
-            agents["executor"] = PolicyExecutor(cfg, seed=seed)
+            agents["executor"] = PolicyExecutor.base_model(cfg, seed=seed)
         retriever = search_for_corpus(corpus, cfg.env.search_backend, home_dir(cfg) / "indexes")
         stats = collect(selected, retriever, checker, traces_dir, top_k=cfg.env.top_k,
                         max_rounds=max_rounds, seed=seed, progress=progress, **agents)

@@ -19,15 +19,14 @@ from searchgrpo.agents.checker import DocumentChecker, GoldChecker
 from searchgrpo.agents.endpoint import open_llm_checker
 from searchgrpo.agents.rules import RULES_VERSION
 from searchgrpo.config import Config, DemoConfig, home_dir
-from searchgrpo.data.corpus import Corpus, load_corpus, write_corpus
-from searchgrpo.data.dataset import Dataset
+from searchgrpo.data.corpus import Corpus, write_corpus
+from searchgrpo.data.dataset import Dataset, read_dataset
 from searchgrpo.data.demo_world import GENERATOR_VERSION, generate_world
 from searchgrpo.data.labels import Label, QuestionLabels
 from searchgrpo.data.questions import write_questions
-from searchgrpo.data.traces import load_states, split_by_question
 from searchgrpo.env.reward import RewardCalculator
 from searchgrpo.env.search_round import SearchRoundEnv
-from searchgrpo.errors import IssueLog, UserError
+from searchgrpo.errors import UserError
 from searchgrpo.fileio import atomic_dir
 from searchgrpo.retrieval.search import Retriever, SparseBM25Search, search_for_corpus
 
@@ -83,28 +82,10 @@ def resolve_data_paths(cfg: Config, progress: Callable[[int, int], None] | None 
 
 
 def load_dataset(cfg: Config, *, strict: bool | None = None, progress: Callable[[int, int], None] | None = None) -> Dataset:
-    """Load corpus and states, split by question, and check that states refer to the corpus."""
-    strict = cfg.data.strict if strict is None else strict
-    ckpt_dir, corpus_path, is_demo = resolve_data_paths(cfg, progress)
-    issues = IssueLog(strict)
-    corpus = load_corpus(corpus_path, issues)
-    loaded = load_states(
-        ckpt_dir,
-        min_clues_per_round=cfg.data.min_clues_per_round,
-        max_samples_per_question=cfg.data.max_samples_per_question,
-        strict=strict,
-        seed=cfg.data.split_seed,
-    )
-    issues.issues.extend(loaded.issues.issues)
-    if not loaded.states:
-        raise UserError(
-            f"{ckpt_dir}: no usable SEARCH-round states ({len(loaded.issues)} malformed files, "
-            f"{loaded.rounds_skipped_few_clues} rounds with fewer than data.min_clues_per_round clues)"
-        )
-    train, evals = split_by_question(loaded.states, cfg.data.eval_fraction, cfg.data.split_seed)
-    if not train:
-        raise UserError(f"{ckpt_dir}: every question went to eval; lower data.eval_fraction")
-    return Dataset(corpus, train, evals, loaded.labels, issues, ckpt_dir, corpus_path, is_demo)
+    """The run's corpus and states (the demo world when data.traces and data.corpus are null),
+    split by question into train and eval."""
+    traces_dir, corpus_path, is_demo = resolve_data_paths(cfg, progress)
+    return read_dataset(cfg.data, traces_dir, corpus_path, strict=strict, is_demo=is_demo)
 
 
 def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:

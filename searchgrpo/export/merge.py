@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from searchgrpo.config import Config
-from searchgrpo.errors import UserError, one_line
+from searchgrpo.errors import UserError
 from searchgrpo.events import EventSink, MergeFinished, MergeProgress, MergeStarted
 from searchgrpo.fileio import atomic_dir
-from searchgrpo.train.checkpoints import STATE_FILE, list_checkpoints
+from searchgrpo.train.checkpoints import STATE_FILE, checkpoint_adapter, list_checkpoints
 
 TOLERANCE = {"float32": 1e-3, "float16": 0.05, "bfloat16": 0.25}
 """Max |delta log-prob| allowed per probe token, by output dtype (mean: a tenth of it)."""
@@ -104,20 +104,7 @@ def plan(cfg: Config, request: MergeRequest, base_name: str) -> list[MergeJob]:
             raise UserError(f"{run_dir}: no complete checkpoints to merge")
     jobs = []
     for p in paths:
-        if not (p / "adapter" / "adapter_config.json").is_file():
-            raise UserError(f"{p}: not a checkpoint (no adapter/adapter_config.json)")
-        if not (p / "adapter" / "adapter_model.safetensors").is_file():
-            raise UserError(f"{p}: no adapter/adapter_model.safetensors (adapters are loaded from safetensors "
-                            "only, never from pickled .bin files)")
-        state = p / STATE_FILE
-        if state.is_file():
-            try:
-                data = json.loads(state.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise UserError(f"{state}: not valid JSON ({one_line(exc, 120)})") from None
-            base = data.get("base_model") if isinstance(data, dict) else None
-            if base is not None and base != cfg.model.base:
-                raise UserError(f"{p}: trained on base model {base!r}, but model.base = {cfg.model.base!r}")
+        checkpoint_adapter(p, cfg.model.base, flag="merge")
         step = _step_of(p)
         jobs.append(MergeJob(p, step, Path(request.output_dir) / f"{base_name}-grpo-step{step}"))
     existing = [str(j.output) for j in jobs if j.output.exists()]

@@ -1,46 +1,67 @@
-"""The Executor as the base policy, for `collect --executor policy`.
+"""The policy as the multi-agent system's Executor: `collect --executor policy`, `eval --episodes`
+and the trainer's replay of training questions with its current adapter.
 
-The clues come from the model that training starts from (`model.base`, adapter disabled), with the
-very prompt training uses (`rollout.encode_prompt`), decoded greedily so that a collect is
-deterministic. If no clue can be read from the completion, the rule-based Executor's clues are
-used for that round (counted in `fallbacks`), so the run can still search.
+The clues come from the policy (with its LoRA adapter, or with it disabled: the base model), with
+the very prompt training uses (`sampling.encode_prompt`), decoded greedily so that an episode is
+deterministic. A round's requests are answered in batches of `batch_size` prompts. If no clue can
+be read from a completion, the rule-based Executor's clues are used for that round (counted in
+`fallbacks`), so the episode can still search.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Sequence
 
 from searchgrpo.agents.rules import RuleExecutor
 from searchgrpo.config import Config
-from searchgrpo.data.traces import RoundState, SearchState
+from searchgrpo.data.traces import SearchState
 from searchgrpo.env.prompts import parse_clues
 from searchgrpo.policy.sampling import encode_prompt, generate
 
 
 class PolicyExecutor:
-    """Writes clues with the base policy (see the module docstring)."""
+    """Writes clues with the policy (see the module docstring)."""
 
-    def __init__(self, cfg: Config, policy: Any | None = None, seed: int = 0) -> None:
-        if policy is None:
-            from searchgrpo.policy.model import load_policy
-
-            policy = load_policy(cfg)
+    def __init__(self, cfg: Config, policy: Any, *, use_adapter: bool = True, seed: int = 0) -> None:
         self.cfg = cfg
         self.policy = policy
+        self.use_adapter = use_adapter
         self.fallbacks = 0
+        self.calls = 0
         self._rule = RuleExecutor(seed)
 
-    def clues(self, question_id: str, question: str, state: RoundState, round_no: int) -> list[str]:
+    @classmethod
+    def base_model(cls, cfg: Config, seed: int = 0) -> "PolicyExecutor":
+        """The model training starts from (`model.base`, adapter disabled), loaded here."""
+        from searchgrpo.policy.model import load_policy
+
+        return cls(cfg, load_policy(cfg), use_adapter=False, seed=seed)
+
+    def write_clues(self, requests: Sequence[Any]) -> list[list[str]]:
+        """Clues for each `ClueRequest` (question_id, question, state, round_no) of a round."""
         cfg, policy = self.cfg, self.policy
-        search_state = SearchState(f"{question_id}/r{round_no:03d}", question_id, question, (), round_no, state, ())
-        prompt = encode_prompt(policy.tokenizer, search_state, max_rows=cfg.data.max_table_rows,
-                               max_tokens=cfg.grpo.max_prompt_tokens, min_clues=cfg.env.min_clues,
-                               max_clues=cfg.env.max_clues)
-        with policy.reference_mode():
-            completion = generate(policy.model, policy.tokenizer, [prompt], num_samples=1,
-                                  max_new_tokens=cfg.grpo.max_new_tokens, greedy=True, device=policy.device)[0][0]
-        clues = list(parse_clues(completion.text, cfg.env.max_clues).clues)
-        if not clues:
-            self.fallbacks += 1
-            return self._rule.clues(question_id, question, state, round_no)
-        return clues
+        prompts = [
+            encode_prompt(policy.tokenizer, SearchState(f"{r.question_id}/r{r.round_no:03d}", r.question_id, r.question,
+                                                        (), r.round_no, r.state, ()),
+                          max_rows=cfg.data.max_table_rows, max_tokens=cfg.grpo.max_prompt_tokens,
+                          min_clues=cfg.env.min_clues, max_clues=cfg.env.max_clues)
+            for r in requests
+        ]
+        texts: list[str] = []
+        step = max(cfg.train.micro_batch_size, 1)
+        mode = contextlib.nullcontext() if self.use_adapter else policy.reference_mode()
+        with mode:
+            for at in range(0, len(prompts), step):
+                groups = generate(policy.model, policy.tokenizer, prompts[at:at + step], num_samples=1,
+                                  max_new_tokens=cfg.grpo.max_new_tokens, greedy=True, device=policy.device)
+                texts += [g[0].text for g in groups]
+        self.calls += len(requests)
+        out = []
+        for r, text in zip(requests, texts):
+            clues = list(parse_clues(text, cfg.env.max_clues).clues)
+            if not clues:
+                self.fallbacks += 1
+                clues = self._rule.clues(r.question_id, r.question, r.state, r.round_no)
+            out.append(clues)
+        return out

@@ -2,7 +2,8 @@
 
 Each state gets greedy clues (or `num_samples` sampled ones) from the policy; they run through the
 same environment as training (BM25 + checker + reward). Every sample carries its retrieval
-metrics (see `stats.py` for the definitions).
+metrics: recall of the whole union (recall@k), recall at fixed document budgets (recall@B, over
+the first B documents of the round-robin fused list) and nDCG (`searchgrpo.env.metrics`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from searchgrpo.data.labels import Label, QuestionLabels
 from searchgrpo.data.traces import SearchState
-from searchgrpo.env.metrics import fused_ranking, ndcg
+from searchgrpo.env.metrics import ndcg, recall_at_budget
 from searchgrpo.env.search_round import SearchRoundEnv, StepResult
 from searchgrpo.policy.sampling import Completion, generate
 
@@ -33,6 +34,8 @@ class ScoredSample:
     wanted: int
     """Undiscovered IMPORTANT documents there were."""
     ndcg: float
+    recall_at: dict[int, float]
+    """Recall at each document budget B: wanted documents among the first B of the fused list."""
 
 
 @dataclass(frozen=True)
@@ -41,11 +44,13 @@ class ScoredState:
     samples: list[ScoredSample]
 
 
-def measure(state: SearchState, completion: Completion, result: StepResult, labels: QuestionLabels | None) -> ScoredSample:
+def measure(state: SearchState, completion: Completion, result: StepResult, labels: QuestionLabels | None,
+            budgets: Sequence[int] = ()) -> ScoredSample:
     wanted = undiscovered_important(state, labels)
     found = {d.docid for d in result.docs if d.new and d.label is Label.IMPORTANT} & wanted
-    ranking = fused_ranking([(d.docid, d.clue_index, d.rank) for d in result.docs])
-    return ScoredSample(completion, result, len(found), len(wanted), ndcg(ranking, wanted))
+    ranking = [d.docid for d in result.docs]  # the environment reports them in fused order
+    return ScoredSample(completion, result, len(found), len(wanted), ndcg(ranking, wanted),
+                        {b: recall_at_budget(ranking, wanted, b) for b in budgets})
 
 
 def score_policy(
@@ -61,6 +66,7 @@ def score_policy(
     batch_size: int = 8,
     num_samples: int = 1,
     temperature: float = 1.0,
+    budgets: Sequence[int] = (),
     progress: Callable[[int, int], None] | None = None,
 ) -> list[ScoredState]:
     """Clues for every state (greedy when num_samples == 1), run through `env`."""
@@ -75,9 +81,9 @@ def score_policy(
         )
         for i, group in zip(chunk, groups):
             state = states[i]
-            results = env.score_group(state, [c.text for c in group])
+            results = env.score_group(state, [c.text for c in group], [c.truncated for c in group])
             q_labels = labels.get(state.question_id)
-            out.append(ScoredState(state, [measure(state, c, r, q_labels) for c, r in zip(group, results)]))
+            out.append(ScoredState(state, [measure(state, c, r, q_labels, budgets) for c, r in zip(group, results)]))
         if progress is not None:
             progress(len(out), len(states))
     return out
@@ -86,23 +92,34 @@ def score_policy(
 def state_summary(st: ScoredState) -> dict[str, float]:
     """One state's numbers for `summarise` (plain JSON, so ranks can gather them)."""
     n = len(st.samples)
-    return {
+    row = {
         "reward": sum(s.result.reward.total for s in st.samples) / n,
         "found": float(sum(s.found for s in st.samples)),
         "wanted": float(sum(s.wanted for s in st.samples)),
         "new_important": sum(s.found for s in st.samples) / n,
         "clues": sum(len(s.result.clues) for s in st.samples) / n,
+        "docs": sum(len(s.result.docs) for s in st.samples) / n,
     }
+    if st.samples[0].wanted:
+        for b in st.samples[0].recall_at:
+            row[f"recall_at_{b}"] = sum(s.recall_at[b] for s in st.samples) / n
+    return row
 
 
 def summarise(rows: Sequence[dict[str, float]], prefix: str = "eval/") -> dict[str, float]:
-    """Means over states and the pooled IMPORTANT discovery rate, from `state_summary` rows."""
+    """Means over states, the pooled IMPORTANT discovery rate, and the mean recall at each budget
+    over the states with something to find, from `state_summary` rows."""
     n = max(len(rows), 1)
     wanted = sum(r["wanted"] for r in rows)
-    return {
+    out = {
         f"{prefix}states": float(len(rows)),
         f"{prefix}reward_mean": sum(r["reward"] for r in rows) / n,
         f"{prefix}important_discovery": sum(r["found"] for r in rows) / wanted if wanted else 0.0,
         f"{prefix}new_important_mean": sum(r["new_important"] for r in rows) / n,
         f"{prefix}clues_mean": sum(r["clues"] for r in rows) / n,
+        f"{prefix}docs_mean": sum(r.get("docs", 0.0) for r in rows) / n,
     }
+    for key in sorted({k for r in rows for k in r if k.startswith("recall_at_")}):
+        values = [r[key] for r in rows if key in r]
+        out[f"{prefix}{key}"] = sum(values) / len(values)
+    return out

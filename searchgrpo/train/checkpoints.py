@@ -171,3 +171,30 @@ def load_training_state(info: CheckpointInfo, *, model: Any, optimizer: Any, sch
         cuda = [rng[k] for k in sorted(rng) if k.startswith("torch_cuda_")]
         if len(cuda) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all(cuda)
+
+
+def checkpoint_adapter(path: str | Path, base_model: str, *, flag: str = "--checkpoint") -> Path:
+    """The adapter folder of a checkpoint (`runs/<id>/checkpoints/step-N`, or an adapter folder)
+    that eval and merge may load; one clear line, naming `flag`, when it is not one or was trained
+    on another base model than `base_model` (`model.base`)."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{flag} {p}: not found")
+    adapter = p / "adapter" if (p / "adapter").is_dir() else p
+    if not (adapter / "adapter_config.json").is_file():
+        if (p / CHECKPOINT_DIR).is_dir():
+            raise UserError(f"{flag} {p}: this is a run folder; give one of its checkpoints/step-* folders")
+        raise UserError(f"{flag} {p}: not a checkpoint (no adapter/adapter_config.json)")
+    if not (adapter / "adapter_model.safetensors").is_file():
+        raise UserError(f"{flag} {p}: no adapter_model.safetensors (adapters are loaded from safetensors "
+                        "only, never from pickled .bin files)")
+    state_file = p / STATE_FILE
+    if state_file.is_file():
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{state_file}: not valid JSON ({one_line(exc, 120)})") from None
+        trained_on = state.get("base_model") if isinstance(state, dict) else None
+        if trained_on is not None and trained_on != base_model:
+            raise UserError(f"{flag} {p}: trained on base model {trained_on!r}, but model.base = {base_model!r}")
+    return adapter

@@ -1,20 +1,20 @@
 """One GRPO update: sample K clue sets per state, score them, and take the clipped, KL-penalised
 policy-gradient step on the LoRA weights.
 
-Stages, each timed: `generate` (one batched sampling call for all states of the step), `score`
-(BM25 + checker + reward, one checker batch per group), then `loss` (reference and old log-probs
-where needed, then `num_iterations` optimiser updates over micro-batches of whole groups). A
-checker that keeps counters adds its per-step `checker/*` metrics (calls, cache hits, latency, ...).
+Stages, each timed: `generate` + `score` (`rollouts.collect_groups`: sampling, BM25 + checker +
+reward, and dynamic sampling's replacement rounds), then `loss` (reference and old log-probs where
+needed, then `num_iterations` optimiser updates over micro-batches of whole groups). The step
+returns numbers and the groups it sampled; the trainer turns them into events.
 
 Two exact shortcuts: each state's prompt is encoded once for its K completions (shared prefix, in
-sampling and in the loss, with or without gradient checkpointing: see `rollout.group_logprobs`),
-and when beta = 0 the groups with zero reward variance are left out of the forward passes (their
-advantage is 0, so their gradient is exactly 0; the loss denominators still count them, so the
-update is unchanged).
+sampling and in the loss, with or without gradient checkpointing: see `policy.logprobs`), and when
+beta = 0 the groups with zero reward variance are left out of the forward passes (their advantage
+is 0, so their gradient is exactly 0; the loss denominators still count them, so the update is
+unchanged).
 
-Under data parallelism (`distributed.py`) this runs on each rank's share of the step's states:
-the loss denominators are global, gradients are summed across ranks before clipping, and metrics
-are computed from every rank's samples, so N processes take the same step as one.
+Under data parallelism (`distributed.py`) each rank samples and trains its share of the step's
+groups: the loss denominators are global, gradients are summed across ranks before clipping, and
+metrics are computed from every rank's samples, so N processes take the same step as one.
 """
 
 from __future__ import annotations
@@ -22,16 +22,14 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence, Union
+from typing import Any, Callable, Sequence, Union
 
 import torch
 
-from searchgrpo.agents.checker import checker_stats, stats_delta
 from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.reward import COMPONENTS
-from searchgrpo.env.search_round import SearchRoundEnv, StepResult
-from searchgrpo.events import DocView, GroupScored, SampleView
+from searchgrpo.env.search_round import SearchRoundEnv
 from searchgrpo.policy.decoders import packs_prefix
 from searchgrpo.policy.logprobs import (
     GroupBatch,
@@ -42,9 +40,9 @@ from searchgrpo.policy.logprobs import (
     sequence_logprobs,
 )
 from searchgrpo.policy.model import Policy
-from searchgrpo.policy.sampling import Completion, generate
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.grpo import LossStats, group_advantages, grpo_loss
+from searchgrpo.train.rollouts import Refill, ScoredGroup, collect_groups
 from searchgrpo.train.timing import Stopwatch
 
 Batch = Union[GroupBatch, SequenceBatch]
@@ -52,41 +50,14 @@ Batch = Union[GroupBatch, SequenceBatch]
 
 @dataclass
 class StepOutcome:
-    """What one step produced: global metrics, and this rank's groups for the event stream."""
+    """What one step produced: global metrics, and this rank's sampled groups with their advantages."""
 
     metrics: dict[str, float]
-    groups: list[GroupScored] = field(default_factory=list)
+    groups: list[ScoredGroup] = field(default_factory=list)
+    """Every group this rank sampled, in step order (`in_batch` marks the ones trained on)."""
+    advantages: dict[tuple[int, int], list[float]] = field(default_factory=dict)
+    """Each trained group's K advantages, by group key."""
     nonfinite: bool = False
-
-
-def group_event(
-    step: int,
-    epoch: int,
-    state: SearchState,
-    completions: Sequence[Completion],
-    results: Sequence[StepResult],
-    advantages: Sequence[float],
-    zero_std: bool,
-    corpus: Any,
-    snippet_chars: int,
-) -> GroupScored:
-    samples = []
-    for i, (c, r, a) in enumerate(zip(completions, results, advantages)):
-        docs = [
-            DocView(d.docid, d.title, corpus.get(d.docid).snippet(snippet_chars), d.label.value, d.reason, d.new,
-                    d.clue_index, d.rank)
-            for d in r.docs
-        ]
-        samples.append(
-            SampleView(i, c.text, list(r.clues), r.reward.total, float(a), r.reward.weighted, r.reward.counts, docs,
-                       r.parsed.unparsable, len(c.token_ids))
-        )
-    rewards = torch.tensor([r.reward.total for r in results], dtype=torch.float64)
-    return GroupScored(
-        step=step, epoch=epoch, state_id=state.state_id, question=state.question, round=state.round,
-        samples=samples, reward_mean=float(rewards.mean()), reward_std=float(rewards.std()), zero_std=zero_std,
-        original_clues=list(state.original_clues),
-    )
 
 
 def grpo_step(
@@ -96,49 +67,37 @@ def grpo_step(
     optimizer: Any,
     scheduler: Any,
     states: Sequence[SearchState],
-    prompts: Sequence[list[int]],
     *,
-    step: int,
-    epoch: int,
-    seeds: Sequence[int],
+    prompt_of: Callable[[SearchState], list[int]],
+    seed_of: Callable[[SearchState, int], int],
+    refill: Refill | None = None,
     dist: Dist | None = None,
-    global_states: int | None = None,
 ) -> StepOutcome:
-    """Run one GRPO step on this rank's `states` (with encoded `prompts` and sampling `seeds`).
-
-    `global_states` is the number of states of the step over all ranks (default: len(states)).
-    """
+    """Run one GRPO step on the step's `states` (every rank's, in step order): sampling, scoring
+    and dynamic sampling (`rollouts.collect_groups`), then the update on this rank's share."""
     dist = dist or Dist()
-    g, model, tok = cfg.grpo, policy.model, policy.tokenizer
+    g, model = cfg.grpo, policy.model
     watch = Stopwatch()
     K = g.num_generations
 
-    with watch.time("generate"):
-        groups = generate(
-            model, tok, prompts, num_samples=K, max_new_tokens=g.max_new_tokens,
-            temperature=g.temperature, top_p=g.top_p, device=policy.device, seeds=seeds, decoder=g.decoder,
-        )
-    before = checker_stats(env.checker)
-    with watch.time("score"):
-        results = [env.score_group(s, [c.text for c in group]) for s, group in zip(states, groups)]
-    after = checker_stats(env.checker)
-    rewards = torch.tensor([[r.reward.total for r in rs] for rs in results], dtype=torch.float64)
-    adv, zero_std = group_advantages(rewards, g.scale_rewards, g.advantage_eps)
+    rollouts = collect_groups(g, policy, env, states, prompt_of=prompt_of, seed_of=seed_of, refill=refill,
+                              dist=dist, watch=watch)
+    batch_groups = rollouts.batch
+    rewards = torch.tensor([grp.rewards for grp in batch_groups], dtype=torch.float64).reshape(-1, K)
+    if batch_groups:
+        adv, zero_std = group_advantages(rewards, g.scale_rewards, g.advantage_eps)
+    else:
+        adv, zero_std = torch.zeros((0, K)), torch.zeros(0, dtype=torch.bool)
     if g.scale_rewards == "batch" and dist.enabled:
         adv, zero_std = _batch_scaled(rewards, dist, g.advantage_eps)
 
-    corpus = env.retriever.corpus
-    events = [
-        group_event(step, epoch, s, grp, rs, adv[i].tolist(), bool(zero_std[i]), corpus, cfg.env.snippet_chars)
-        for i, (s, grp, rs) in enumerate(zip(states, groups, results))
-    ]
-
-    # Sequences are rows n = g * K + k (state g, sample k). Micro-batches hold whole groups.
-    seq_completions = [c.token_ids for grp in groups for c in grp]
+    # Sequences are rows n = i * K + k (group i of this rank's batch, sample k). Micro-batches hold whole groups.
+    prompts = [grp.prompt for grp in batch_groups]
+    seq_completions = [c.token_ids for grp in batch_groups for c in grp.completions]
     seq_adv = adv.reshape(-1)
-    num_sequences = (global_states or len(states)) * K
+    num_sequences = rollouts.target * K
     num_tokens = int(dist.sum([sum(len(c) for c in seq_completions)])[0])
-    active = [i for i in range(len(states)) if g.beta > 0 or not bool(zero_std[i])]
+    active = [i for i in range(len(batch_groups)) if g.beta > 0 or not bool(zero_std[i])]
     per_batch = max(1, cfg.train.micro_batch_size // K)
 
     with watch.time("loss"):
@@ -187,13 +146,11 @@ def grpo_step(
             totals.losses.append(loss_value)
             totals.grad_norms.append(grad_norm)
 
-    parts = _metric_parts(rewards, zero_std, results, groups, prompts, K)
+    parts = _metric_parts(batch_groups, zero_std, K)
     metrics = _metrics(dist.gather_json(parts), dist.sum(totals.sums()), totals, watch, scheduler, dist)
-    if before is not None and after is not None:
-        keys = sorted(after)  # counters summed over ranks
-        summed = dict(zip(keys, dist.sum([after[k] - before.get(k, 0.0) for k in keys])))
-        metrics.update(stats_delta({}, summed))
-    return StepOutcome(metrics, events, totals.nonfinite)
+    metrics.update(rollouts.stats)
+    advantages = {grp.key: adv[i].tolist() for i, grp in enumerate(batch_groups)}
+    return StepOutcome(metrics, rollouts.sampled, advantages, totals.nonfinite)
 
 
 def _batch_scaled(rewards: torch.Tensor, dist: Dist, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -250,19 +207,12 @@ class _Totals:
         return [self.tokens, self.kl_sum, self.clipped_low, self.clipped_high, float(self.nonfinite)]
 
 
-def _metric_parts(
-    rewards: torch.Tensor,
-    zero_std: torch.Tensor,
-    results: list[list[StepResult]],
-    groups: list[list[Completion]],
-    prompts: Sequence[list[int]],
-    k: int,
-) -> dict[str, Any]:
-    """This rank's raw per-sample numbers (JSON), from which every rank computes global metrics."""
-    flat = [r for rs in results for r in rs]
-    completions = [c for grp in groups for c in grp]
+def _metric_parts(groups: list[ScoredGroup], zero_std: torch.Tensor, k: int) -> dict[str, Any]:
+    """This rank's raw per-sample numbers of the batch (JSON), from which every rank computes global metrics."""
+    flat = [r for grp in groups for r in grp.results]
+    completions = [c for grp in groups for c in grp.completions]
     return {
-        "rewards": rewards.reshape(-1).tolist(),
+        "rewards": [r.reward.total for r in flat],
         "zero_std": [bool(z) for z in zero_std],
         "completion_tokens": [len(c.token_ids) for c in completions],
         "truncated": [c.truncated for c in completions],
@@ -270,7 +220,7 @@ def _metric_parts(
         "unparsable": [r.parsed.unparsable for r in flat],
         "docs": [len(r.docs) for r in flat],
         "components": {name: [r.reward.weighted[name] for r in flat] for name in COMPONENTS},
-        "prompt_tokens": sum(len(p) for p in prompts) * k,
+        "prompt_tokens": sum(len(grp.prompt) for grp in groups) * k,
     }
 
 
@@ -285,8 +235,8 @@ def _metrics(
     def cat(key: str) -> list[Any]:
         return [x for p in parts for x in p[key]]
 
-    rewards = torch.tensor(cat("rewards"), dtype=torch.float64)
-    n = max(len(rewards), 1)
+    rewards = torch.tensor(cat("rewards") or [0.0], dtype=torch.float64)
+    n = max(len(cat("rewards")), 1)
     tokens, kl_sum, clip_low, clip_high, nonfinite = sums
     tokens = max(tokens, 1.0)
     m: dict[str, float] = {

@@ -6,14 +6,15 @@ resume, stop (with a checkpoint) or ask for a checkpoint now; every request is h
 steps.
 
 Reproducibility: every state's K samples come from a generator seeded by (train.seed, step,
-state), the torch RNG is re-seeded from (train.seed, step) at the start of every step, and the
-data order of each epoch is a seeded permutation. So a run resumed from a checkpoint replays
-exactly the numbers an uninterrupted run produces (on CPU, bit for bit), and N data-parallel
-processes sample the same clues as one.
+state, sampling round), the torch RNG is re-seeded from (train.seed, step) at the start of every
+step, and the states of each step (`state_pool.py`: the epoch order, dynamic sampling's refills,
+on-policy states) are seeded choices. So a run resumed from a checkpoint replays exactly the
+numbers an uninterrupted run produces (on CPU, bit for bit), and N data-parallel processes sample
+the same clues as one.
 
-Data parallelism (`distributed.py`): each rank trains on its share of every step's states; only
-rank 0 publishes events and writes checkpoints; stop, pause and save requests are agreed on by all
-ranks.
+Data parallelism (`distributed.py`): each rank samples and trains its share of every step's
+groups; only rank 0 publishes events and writes checkpoints; stop, pause and save requests are
+agreed on by all ranks.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from searchgrpo.agents.checker import checker_stats, stats_delta
 from searchgrpo.agents.llm_checker import PROMPT_VERSION, LLMChecker
 from searchgrpo.config import Config, to_yaml
 from searchgrpo.data.dataset import Dataset
@@ -55,7 +57,10 @@ from searchgrpo.train.checkpoints import (
 )
 from searchgrpo.train.control import TrainerControl
 from searchgrpo.train.distributed import Dist
-from searchgrpo.train.step import grpo_step
+from searchgrpo.train.refresh import replay_training_questions
+from searchgrpo.train.state_pool import StatePool
+from searchgrpo.train.step import StepOutcome, grpo_step
+from searchgrpo.train.views import group_event
 
 MAX_ISSUES_SHOWN = 20
 
@@ -135,9 +140,8 @@ class Trainer:
             raise UserError(f"{len(ds.train)} train states, fewer than train.states_per_step = {per}")
         params = self.policy.trainable_parameters()
         self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-        # An incomplete last batch is dropped (each epoch's order differs, so no state is left out
-        # for good): every step has the same size, on any number of processes.
-        self.steps_per_epoch = len(ds.train) // per
+        self.pool = StatePool(ds.train, per, cfg.train.seed, cfg.train.refresh_mix)
+        self.steps_per_epoch = self.pool.steps_per_epoch
         total = self.steps_per_epoch * cfg.train.epochs
         self.total_steps = min(total, cfg.train.max_steps) if cfg.train.max_steps else total
         self.scheduler = get_scheduler(
@@ -165,20 +169,18 @@ class Trainer:
                 load_training_state(info, model=self.policy.model, optimizer=self.optimizer, scheduler=self.scheduler)
                 self.step = self.last_saved = info.step
                 self.last_eval = info.state.get("last_eval", {})
+                refreshed = self.pool.load_refreshed(self.run_dir, self.step)
+                if refreshed is not None:
+                    self.sink(LogMessage("info", f"training on the {len(self.pool.refreshed)} refreshed states "
+                                                 f"of {refreshed.name}"))
         if dist.is_main:
             atomic_write_text(self.run_dir / "config.yaml", to_yaml(cfg))
 
     # ------------------------------------------------------------------ data order
 
     def states_for_step(self, index: int) -> tuple[int, list[Any]]:
-        """(epoch, states) of the 0-based step `index`: a seeded permutation per epoch."""
-        import numpy as np
-
-        train = self.dataset.train  # type: ignore[union-attr]
-        per = self.cfg.train.states_per_step
-        epoch, b = divmod(index, self.steps_per_epoch)
-        order = np.random.default_rng(derive_seed(self.cfg.train.seed, "epoch", epoch)).permutation(len(train))
-        return epoch, [train[i] for i in order[b * per:(b + 1) * per]]
+        """(epoch, states) of the 0-based step `index` (`StatePool.states_for_step`)."""
+        return self.pool.states_for_step(index)
 
     def prompt_ids(self, state: Any) -> list[int]:
         ids = self._prompts.get(state.state_id)
@@ -211,7 +213,6 @@ class Trainer:
             close()
 
     def _loop(self) -> RunSummary:
-        import torch
 
         cfg, ds, dist = self.cfg, self.dataset, self.dist
         assert ds is not None
@@ -228,19 +229,15 @@ class Trainer:
             if not self._wait_if_paused():
                 reason = "stopped"
                 break
-            epoch, states = self.states_for_step(self.step)
-            torch.manual_seed(derive_seed(cfg.train.seed, "step", self.step))
-            mine = dist.shard(states)
-            outcome = grpo_step(
-                cfg, self.policy, self.env, self.optimizer, self.scheduler, mine, [self.prompt_ids(s) for s in mine],
-                step=self.step + 1, epoch=epoch, dist=dist, global_states=len(states),
-                seeds=[derive_seed(cfg.train.seed, "sample", self.step, s.state_id) for s in mine],
-            )
+            epoch, outcome = self._step()
             self.step += 1
-            for group in self._in_state_order(outcome.groups):
+            for group in self._group_events(outcome, epoch):
                 self.sink(group)
             if outcome.nonfinite:
                 self.sink(LogMessage("warning", f"step {self.step}: non-finite loss or gradient; update skipped"))
+            if (cfg.train.refresh_states_every and self.step % cfg.train.refresh_states_every == 0
+                    and self.step < self.total_steps):
+                outcome.metrics.update(self.refresh_states())
             self.last_metrics = outcome.metrics
             self.sink(StepFinished(self.step, epoch, self.total_steps, outcome.metrics))
             if cfg.train.eval_every and self.step % cfg.train.eval_every == 0:
@@ -258,13 +255,63 @@ class Trainer:
         self.sink(RunFinished(self.step, reason))
         return RunSummary(self.run_dir, self.step, reason, self.last_metrics, self.last_eval)
 
-    def _in_state_order(self, groups: list[Any]) -> list[Any]:
-        """Every rank's groups, in the step's state order (rank r holds states r, r + world, ...)."""
+    def _step(self) -> tuple[int, StepOutcome]:
+        """Step `self.step` (0-based): its states, the GRPO step, and the checker's counters."""
+        import torch
+
+        cfg, index = self.cfg, self.step
+        epoch, states = self.states_for_step(index)
+        torch.manual_seed(derive_seed(cfg.train.seed, "step", index))
+
+        def seed_of(state: Any, round_no: int) -> int:
+            parts = (cfg.train.seed, "sample", index, state.state_id) + ((round_no,) if round_no else ())
+            return derive_seed(*parts)
+
+        before = checker_stats(self.env.checker)
+        outcome = grpo_step(cfg, self.policy, self.env, self.optimizer, self.scheduler, states,
+                            prompt_of=self.prompt_ids, seed_of=seed_of, dist=self.dist,
+                            refill=lambda attempt, n, exclude: self.pool.refill(index, attempt, n, exclude))
+        after = checker_stats(self.env.checker)
+        if before is not None and after is not None:
+            keys = sorted(after)  # counters summed over ranks
+            outcome.metrics.update(stats_delta({}, dict(zip(keys, self.dist.sum([after[k] - before.get(k, 0.0)
+                                                                                  for k in keys])))))
+        return epoch, outcome
+
+    def _group_events(self, outcome: StepOutcome, epoch: int) -> list[Any]:
+        """Every rank's groups of the step as events, in step order."""
+        corpus = self.env.retriever.corpus
+        mine = [group_event(self.step, epoch, g, outcome.advantages.get(g.key), corpus, self.cfg.env.snippet_chars)
+                for g in outcome.groups]
         if not self.dist.enabled:
-            return groups
-        per_rank = self.dist.gather_json([event_to_dict(g) for g in groups])
-        ordered = [per_rank[i % self.dist.world][i // self.dist.world] for i in range(sum(map(len, per_rank)))]
-        return [event_from_dict(d) for d in ordered]
+            return mine
+        parts = self.dist.gather_json([[list(g.key), event_to_dict(e)] for g, e in zip(outcome.groups, mine)])
+        return [event_from_dict(d) for _, d in sorted((tuple(k), d) for part in parts for k, d in part)]
+
+    def refresh_states(self) -> dict[str, float]:
+        """Replay training questions with the current adapter and train on their states from now on
+        (`train.refresh_states_every`); returns the `refresh/*` metrics."""
+        cfg, dist = self.cfg, self.dist
+        assert self.dataset is not None
+        if dist.is_main:  # rank 0 plays and saves; the others read what it saved
+            states, metrics = replay_training_questions(cfg, self.policy, self.env, self.dataset, self.step)
+            self._forget_prompts(self.pool.refreshed)
+            self.pool.set_refreshed(states, self.step)
+            path = self.pool.save_refreshed(self.run_dir)
+            self.sink(LogMessage("info", f"step {self.step}: replayed {int(metrics['refresh/questions'])} training "
+                                         f"questions with the current adapter: {len(states)} states "
+                                         f"({metrics['refresh/time_s']:.0f} s) -> {path}"))
+        dist.barrier()
+        if not dist.is_main:
+            self._forget_prompts(self.pool.refreshed)
+            self.pool.load_refreshed(self.run_dir, self.step)
+            metrics = {}  # only rank 0 publishes metrics
+        return metrics
+
+    def _forget_prompts(self, states: list[Any]) -> None:
+        """Drop the encoded prompts of states no longer in the pool (replaced refreshed states)."""
+        for state in states:
+            self._prompts.pop(state.state_id, None)
 
     def _requests(self) -> tuple[bool, bool, bool]:
         """(stop, pause, save_now) as agreed by every rank."""
@@ -305,7 +352,7 @@ class Trainer:
         scored = score_policy(
             self.policy.model, self.policy.tokenizer, self.env, mine, [self.prompt_ids(s) for s in mine],
             ds.labels, max_new_tokens=self.cfg.grpo.max_new_tokens, device=self.policy.device,
-            batch_size=self.cfg.train.micro_batch_size,
+            batch_size=self.cfg.train.micro_batch_size, budgets=self.cfg.eval.budgets,
         )
         rows = [row for part in self.dist.gather_json([state_summary(s) for s in scored]) for row in part]
         self.last_eval = summarise(rows)

@@ -115,14 +115,14 @@ def f_symlink_outside(run, outside):
     target.write_text(_round(run, 2).read_text())
     _round(run, 2).unlink()
     _round(run, 2).symlink_to(target)
-    return _round(run, 2), "points outside the checkpoints folder (symlink?); refused"
+    return _round(run, 2), "points outside the traces folder (symlink?); refused"
 
 
 def f_symlinked_question_outside(run, outside):
     moved = outside / run.parent.name
     run.parent.rename(moved)
     run.parent.symlink_to(moved, target_is_directory=True)
-    return run / "meta.json", "points outside the checkpoints folder"
+    return run / "meta.json", "points outside the traces folder"
 
 
 def f_listed_round_missing(run, outside):

@@ -152,15 +152,15 @@ def test_training_survives_server_faults_and_resumes_after_an_outage(server, tmp
     """Part 1: 500s, a slow reply, garbage and a torn reply between steps cost retries, no step.
     Part 2: the server goes down for good: the run stops with one line, its newest checkpoint is
     complete, and once the server is back the run resumes to the end."""
-    import searchgrpo.train.step as grpo_step
+    import searchgrpo.train.rollouts as rollouts
 
-    real_generate = grpo_step.generate
+    real_generate = rollouts.generate
 
     def real_clues(*args, **kwargs):  # the tiny random policy's text rarely retrieves anything
         groups = real_generate(*args, **kwargs)
         return [[dataclasses.replace(c, text="founder company\nuniversity city born") for c in g] for g in groups]
 
-    monkeypatch.setattr(grpo_step, "generate", real_clues)
+    monkeypatch.setattr(rollouts, "generate", real_clues)
     cfg = tiny_config(tmp_path, "checker.backend=llm", f"checker.server={server.url}", "checker.cache=false",
                       "checker.timeout_s=0.3", "checker.max_retries=4", "train.max_steps=5", "train.save_every=1",
                       "train.states_per_step=1", "grpo.num_generations=2", "env.top_k=2", "train.run_name=faults")

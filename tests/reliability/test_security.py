@@ -2,7 +2,7 @@
 only from the environment and never reaches a file or a log, and nothing in the data can make
 the program read or write outside its folders.
 
-Reading outside the checkpoints folder (`../`, absolute names, symlinks) is refused in
+Reading outside the traces folder (`../`, absolute names, symlinks) is refused in
 `test_bad_data.py` (`checkpoint_path_escape`, `checkpoint_absolute_path`, `checkpoint_symlink_outside`,
 `checkpoint_symlinked_question_outside`); this file covers writing, pickles, binds and secrets.
 """
@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from searchgrpo.config import CheckerConfig, field_docs
-from searchgrpo.data.traces import load_states
+from searchgrpo.data.states import load_states
 from searchgrpo.episodes.collect import collect_to_folder, question_dir_name
 from searchgrpo.errors import UserError
 from searchgrpo.train.checkpoints import latest_checkpoint
@@ -205,13 +205,13 @@ def test_the_api_key_never_reaches_a_file_or_the_output(tmp_path, capsys, monkey
     under the run, the eval report or the verdict cache holds it, nor does anything printed."""
     import dataclasses as dc
 
-    import searchgrpo.train.step as grpo_step
+    import searchgrpo.train.rollouts as rollouts
 
     secret = "sk-live-SECRET-7f3a9c1e5b"
     monkeypatch.setenv("SEARCHGRPO_CHECKER_API_KEY", secret)
     monkeypatch.chdir(tmp_path)
-    real_generate = grpo_step.generate
-    monkeypatch.setattr(grpo_step, "generate", lambda *a, **kw: [
+    real_generate = rollouts.generate
+    monkeypatch.setattr(rollouts, "generate", lambda *a, **kw: [
         [dc.replace(c, text="founder company\nuniversity city born") for c in g] for g in real_generate(*a, **kw)])
     with FaultServer(label=f"Maybe. Authorization: Bearer {secret}") as server:
         checker = ["--set", "checker.backend=llm", "--set", f"checker.server={server.url}",
@@ -270,9 +270,9 @@ def test_hostile_question_ids_stay_inside_the_collect_folder(tmp_path):
     for qid in HOSTILE_IDS:
         name = question_dir_name(qid)
         assert "/" not in name and name not in ("", ".", "..")
-    loaded = load_states(out / "checkpoints", min_clues_per_round=1)
+    loaded = load_states(out / "traces", min_clues_per_round=1)
     assert {s.question_id for s in loaded.states} <= set(HOSTILE_IDS) and not loaded.issues.issues
-    metas = {json.loads(p.read_text())["question_id"] for p in (out / "checkpoints").glob("*/run_001/meta.json")}
+    metas = {json.loads(p.read_text())["question_id"] for p in (out / "traces").glob("*/run_001/meta.json")}
     assert metas == set(HOSTILE_IDS)  # every id collected once, none lost to a shared folder name
     again = collect_to_folder(tiny_config(tmp_path), str(source), out)
     assert (again.stats.written, again.stats.skipped_existing) == (0, len(HOSTILE_IDS))
@@ -297,7 +297,8 @@ def test_hostile_ids_in_checkpoints_write_nothing_outside_the_run(tmp_path, monk
                       "train.save_every=1", "train.eval_every=2", "train.eval_states=2", "train.run_name=r")
     summary = Trainer(cfg).train()
     assert summary.step == 2
-    from searchgrpo.evaluate.round_eval import EvalRequest, run_eval
+    from searchgrpo.evaluate.inputs import EvalRequest
+    from searchgrpo.evaluate.round_eval import run_eval
 
     run_eval(cfg, EvalRequest(checkpoints=[str(latest_checkpoint(summary.run_dir).path)], limit=2,
                               output=str(tmp_path / "report.json")))

@@ -42,10 +42,10 @@ def test_thirty_steps_leak_no_descriptor_and_stay_within_the_memory_bound(tmp_pa
 
 
 def test_an_http_checker_leaks_no_socket_or_thread(tmp_path, monkeypatch):
-    import searchgrpo.train.step as grpo_step
+    import searchgrpo.train.rollouts as rollouts
 
-    real_generate = grpo_step.generate
-    monkeypatch.setattr(grpo_step, "generate", lambda *a, **kw: [
+    real_generate = rollouts.generate
+    monkeypatch.setattr(rollouts, "generate", lambda *a, **kw: [
         [dataclasses.replace(c, text="founder company\nuniversity city born") for c in g] for g in real_generate(*a, **kw)])
     soak = load_soak()
     with FaultServer() as server:

@@ -93,7 +93,7 @@ def _group(rng: random.Random, step: int, epoch: int, qi: int, k: int, skill: fl
     samples = [SampleView(**{**s.__dict__, "advantage": 0.0 if std == 0 else (s.reward - mean) / std})
                for s in samples]
     return GroupScored(step, epoch, f"q{qi:03d}-r{1 + step % 3}", question, 1 + step % 3, samples, mean, std,
-                       std == 0, list(base[:2]), time)
+                       std == 0, list(base[:2]), time=time)
 
 
 def run_started(total: int = 12, start_step: int = 0, run_id: str = "20260101-000000") -> RunStarted:

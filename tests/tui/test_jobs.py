@@ -32,9 +32,10 @@ async def test_eval_compares_baseline_and_a_checkpoint(cfg):
         assert (request.baseline, request.checkpoints, request.limit, request.num_samples) == (True, [step8], 5, 1)
         assert app.model.eval.status == "done"
         aggregate = app.query_one("#eval-aggregate", DataTable)
-        assert [aggregate.get_row_at(i)[0] for i in range(aggregate.row_count)] == ["baseline", "step-000008"]
+        assert [str(c.label) for c in aggregate.columns.values()] == ["metric", "baseline", "step-000008"]
         paired = app.query_one("#eval-paired", DataTable)
-        assert paired.row_count == 1 and str(paired.get_row_at(0)[1]).startswith("+0.100 [0.020, 0.200]")
+        rows = {str(paired.get_row_at(i)[0]): str(paired.get_row_at(i)[1]) for i in range(paired.row_count)}
+        assert rows["mean reward"] == "+0.100 [+0.020, +0.200]"
         assert app.query_one("#eval-questions", DataTable).row_count == 3
         assert "evals/report.json" in text_of(app, "#eval-report-title")
 

@@ -177,3 +177,4 @@ async def test_quitting_a_stopped_run_prints_the_command_that_resumes_it(cfg, ca
     print_resume_hint(app)
     err = capsys.readouterr().err
     assert "stopped at step 2/10" in err and "searchgrpo tui --resume --run-dir runs/20260101-000000" in err
+

@@ -45,7 +45,7 @@ async def test_console_evaluates_and_merges_a_real_run(tmp_path, monkeypatch):
         await settle(pilot)
         assert app.model.eval.status == "done", app.model.eval
         aggregate = app.query_one("#eval-aggregate", DataTable)
-        assert [aggregate.get_row_at(i)[0] for i in range(aggregate.row_count)] == ["baseline", "step-000001"]
+        assert [str(c.label) for c in aggregate.columns.values()] == ["metric", "baseline", "step-000001"]
         await pilot.press("3")
         await settle(pilot)
         app.query_one("#merge-checkpoints", SelectionList).select(checkpoint)

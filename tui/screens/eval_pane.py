@@ -1,11 +1,13 @@
 """The Eval tab: choose the baseline and/or checkpoints, run eval in a worker, and compare.
 
 The form builds a `tui.backend.EvalRequest` and the pane runs it through the backend in a thread
-worker (`JobPane`), whose events go to the app's inbox like the trainer's. When the report is written, three tables show it:
-aggregate metrics with confidence intervals, the paired gain of each checkpoint over the
-baseline, and the reward per question.
+worker (`JobPane`), whose events go to the app's inbox like the trainer's: per round (single
+SEARCH rounds), or per episode (whole multi-agent episodes of each question). When the report is
+written (read back by `searchgrpo.evaluate.report`, as the CLI does), tables show it: aggregate
+metrics with confidence intervals (the fixed-budget recall first), the paired gain of each
+checkpoint over the baseline, the evidence recall after each round (episodes), and the headline
+metric per question.
 """
-
 from __future__ import annotations
 
 import threading
@@ -15,19 +17,19 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Button, DataTable, Input, Label, ProgressBar, SelectionList, Static
+from textual.widgets import Button, Checkbox, DataTable, Input, Label, ProgressBar, SelectionList, Static
 
-from tui.backend import EvalRequest
-from tui.format import bar, plain, printable
-from tui.report import (
-    AGGREGATE_COLUMNS,
-    PAIRED_METRICS,
+from searchgrpo.evaluate.report import (
     EvalReport,
     aggregate_rows,
+    curve_rows,
+    label,
     load_report,
     paired_rows,
     question_rows,
 )
+from tui.backend import EvalRequest
+from tui.format import bar, plain, printable
 from tui.screens.job_pane import JobPane
 
 BASELINE = "baseline"
@@ -47,6 +49,9 @@ class EvalPane(JobPane):
             yield Input(id="eval-limit", placeholder="all", type="integer")
             yield Label("Samples per state (1: greedy)")
             yield Input("1", id="eval-samples", type="integer")
+            yield Checkbox("Whole episodes (per question)", id="eval-episodes")
+            yield Label("Rounds per episode (blank: eval.episode_rounds)")
+            yield Input(id="eval-rounds", placeholder="default", type="integer")
             yield Button(self.LABEL, id=self.BUTTON, variant="primary")
             yield Static(id="eval-status")
             yield ProgressBar(total=1, show_eta=False, id="eval-progress")
@@ -54,6 +59,7 @@ class EvalPane(JobPane):
             yield Static("Run eval to compare policies.", id="eval-report-title")
             yield DataTable(id="eval-aggregate", cursor_type="row", zebra_stripes=True)
             yield DataTable(id="eval-paired", cursor_type="row", zebra_stripes=True)
+            yield DataTable(id="eval-curve", cursor_type="row", zebra_stripes=True)
             yield DataTable(id="eval-questions", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
@@ -85,14 +91,24 @@ class EvalPane(JobPane):
             return
         limit = _count(self.query_one("#eval-limit", Input).value, None)
         samples = _count(self.query_one("#eval-samples", Input).value, 1)
-        if limit == 0 or samples in (0, None):
-            self.notify("States and samples must be whole numbers of at least 1.", severity="warning")
+        rounds = _count(self.query_one("#eval-rounds", Input).value, None)
+        episodes = self.query_one("#eval-episodes", Checkbox).value
+        if limit == 0 or samples in (0, None) or rounds == 0:
+            self.notify("States, samples and rounds must be whole numbers of at least 1.", severity="warning")
+            return
+        if episodes and samples != 1:
+            self.notify("Episodes are played greedily: set samples to 1.", severity="warning")
             return
         self.start(EvalRequest(baseline=BASELINE in chosen, checkpoints=[p for p in chosen if p != BASELINE],
-                               num_samples=samples or 1, limit=limit))
+                               num_samples=samples or 1, limit=limit, episodes=episodes,
+                               max_rounds=rounds if episodes else None))
 
     def describe(self, request: EvalRequest) -> str:
         policies = (["baseline"] if request.baseline else []) + [Path(c).name for c in request.checkpoints]
+        if request.episodes:
+            questions = f"{request.limit} questions" if request.limit else "every eval question"
+            rounds = f"{request.max_rounds} rounds" if request.max_rounds else "the default rounds"
+            return f"{', '.join(policies)}: whole episodes of {questions}, {rounds} each"
         states = f"{request.limit} states" if request.limit else "the whole eval split"
         samples = "greedy" if request.num_samples == 1 else f"{request.num_samples} samples per state"
         return f"{', '.join(policies)} on {states}, {samples}"
@@ -120,26 +136,36 @@ class EvalPane(JobPane):
 
     def show_report(self, report: EvalReport) -> None:
         self.query_one("#eval-results").add_class("-has-report")
+        unit = "questions, whole episodes" if report.mode == "episodes" else "states"
         self.query_one("#eval-report-title", Static).update(Text.assemble(
-            ("report ", "dim"), (report.path, "bold"), (f"   {report.states} states, top-{report.top_k}", "dim")))
+            ("report ", "dim"), (printable(report.path, one_line=True), "bold"), (f"   {report.units} {unit}, top-{report.top_k}", "dim")))
         agg = self.query_one("#eval-aggregate", DataTable)
         agg.clear(columns=True)
-        agg.add_columns("policy", *(label for _, label in AGGREGATE_COLUMNS))
+        agg.add_columns("metric", *map(plain, report.policies))
         for row in aggregate_rows(report):
             agg.add_row(*map(plain, row))
-        agg.border_title = "aggregate (95% CI)"
+        agg.border_title = f"aggregate (95% CI); headline: {label(report.headline)}"
         paired = self.query_one("#eval-paired", DataTable)
         paired.clear(columns=True)
-        paired.border_title = "paired gain over the baseline" if report.paired else "paired gain: needs the baseline"
-        paired.add_columns("policy", *PAIRED_METRICS)
+        gains = [n for n in report.policies if n in report.paired]
+        paired.border_title = "paired gain over the baseline" if gains else "paired gain: needs the baseline"
+        paired.add_columns("metric", *(plain(f"{n} − baseline") for n in gains))
         style = {1: "bold green", -1: "bold red", 0: ""}
         for name, cells in paired_rows(report):
             paired.add_row(plain(name), *(Text(text, style=style[sign]) for text, sign in cells))
+        curve = self.query_one("#eval-curve", DataTable)
+        curve.clear(columns=True)
+        curve.display = report.mode == "episodes"
+        if report.mode == "episodes":
+            curve.border_title = "evidence recall after each round"
+            curve.add_columns("round", *map(plain, report.policies))
+            for row in curve_rows(report):
+                curve.add_row(*map(plain, row))
         questions = self.query_one("#eval-questions", DataTable)
         questions.clear(columns=True)
-        questions.border_title = "reward per question"
+        questions.border_title = f"{label(report.headline)} per question"
         gain = ["Δ last−first"] if len(report.policies) > 1 else []
-        questions.add_columns("id", "question", "states", *report.policies, *gain)
+        questions.add_columns("id", "question", *map(plain, report.policies), *gain)
         for row in question_rows(report):
             questions.add_row(*map(plain, row[:1]), Text(printable(row[1], one_line=True)[:60]), *map(plain, row[2:]))
 

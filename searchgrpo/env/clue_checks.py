@@ -1,0 +1,79 @@
+"""Checks of the clue text itself: the reward hacks a metric cannot see (pure functions).
+
+A policy learns what the reward pays for, and some of it is not search skill: facts invented
+inside clues (a year in brackets, "Dai Jitao (2018)"), filler clues cut at the token limit
+("3rd search clue (1"), one template stamped on every question. These functions find them; the
+reward penalises the first two per sample, and eval reports all of them over a whole set.
+
+>>> invented_numbers("Dai Jitao (2018) birthplace", numbers_in("Who was Dai Jitao? born 1891"))
+['2018']
+>>> clue_prefix("  3rd Search clue (1")
+'3rd search'
+>>> clue_template("Maren Dolvik birthplace 1950")
+'N birthplace #'
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Iterable, Sequence
+
+from searchgrpo.data.traces import SearchState
+
+_NUMBER = re.compile(r"\d+")
+_WORD = re.compile(r"[\w'\-]+")
+
+
+def numbers_in(text: str) -> set[str]:
+    """The digit runs in `text`, without leading zeros ("007" and "7" are the same number)."""
+    return {m.lstrip("0") or "0" for m in _NUMBER.findall(text)}
+
+
+def invented_numbers(clue: str, known: set[str]) -> list[str]:
+    """The numbers of `clue` that appear nowhere in `known` (the state's and question's numbers)."""
+    return sorted(numbers_in(clue) - known)
+
+
+def state_text(state: SearchState) -> str:
+    """Everything the Executor is told about a state, as one text: question, sub-goals and tables."""
+    b = state.before
+    parts = [state.question, *b.sub_goals, *b.context, *b.clues]
+    for e in b.entities:
+        parts += [e.name, e.type, *e.facts]
+    for g in b.goals:
+        parts += [g.text, g.answer or ""]
+    for d in b.documents:
+        parts += [d.title, d.note]
+    return "\n".join(parts)
+
+
+def clue_prefix(clue: str, words: int = 2) -> str:
+    """The clue's first `words` words, lowercased: filler clues share it across questions."""
+    return " ".join(w.lower() for w in _WORD.findall(clue)[:words])
+
+
+def clue_template(clue: str) -> str:
+    """The clue's shape: each run of capitalised words becomes N, each number #, other words stay
+    (lowercased)."""
+    out: list[str] = []
+    for word in _WORD.findall(clue):
+        token = "#" if word.isdigit() else "N" if word[:1].isupper() else word.lower()
+        if not (token == "N" and out and out[-1] == "N"):
+            out.append(token)
+    return " ".join(out)
+
+
+def shared_shape(clue_sets: Sequence[Iterable[str]], shape=clue_prefix) -> tuple[str, float]:
+    """The most common shape (prefix or template) among the clue sets and the share of clue sets
+    holding a clue of that shape; ("", 0.0) when there are no clues.
+
+    >>> shared_shape([["a b c", "x y"], ["a b d"], ["q r"]])
+    ('a b', 0.6666666666666666)
+    """
+    sets = [{shape(c) for c in clues} - {""} for clues in clue_sets]
+    counts = Counter(s for shapes in sets for s in shapes)
+    if not counts:
+        return "", 0.0
+    top, n = counts.most_common(1)[0]
+    return top, n / len(sets)

@@ -1,0 +1,57 @@
+"""Clue-text checks over a whole evaluation: signs of reward hacking that retrieval metrics miss.
+
+Computed from a report's samples (each a dict with `clues`, `counts` and, from report v2 on,
+`truncated`), so an older report can be checked again:
+
+- shared prefix / template: the most common first-two-words (or shape, `env.clue_checks`) and the
+  share of clue sets holding a clue with it; one template stamped on every question is a hack;
+- cut clues: the share of clues cut at the token limit (the last clue of a truncated completion);
+- invented numbers: the share of clues holding a number found nowhere in the state or question;
+- volume and copying: clues and words per clue, question copies, long and duplicate clues, and the
+  share of the most common token among all clue tokens (keyword stuffing).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import Any, Sequence
+
+from searchgrpo.env.clue_checks import clue_prefix, clue_template, shared_shape
+from searchgrpo.retrieval.search import tokenize
+
+
+def clue_stats(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The checks over every sample (clue set) of one policy; see the module docstring."""
+    clue_sets = [s["clues"] for s in samples]
+    clues = [c for cs in clue_sets for c in cs]
+    counts = [s.get("counts", {}) for s in samples]
+    tokens = [t for c in clues for t in tokenize(c)]
+    top_token = Counter(tokens).most_common(1)
+    prefix, prefix_share = shared_shape(clue_sets, clue_prefix)
+    template, template_share = shared_shape(clue_sets, clue_template)
+    n_clues = max(len(clues), 1)
+
+    def per_set(key: str) -> float:
+        return statistics.fmean(c.get(key, 0.0) for c in counts) if counts else 0.0
+
+    return {
+        "clue_sets": len(samples),
+        "clues": len(clues),
+        "clues_per_set": len(clues) / max(len(samples), 1),
+        "words_per_clue": statistics.fmean(len(c.split()) for c in clues) if clues else 0.0,
+        "top_prefix": prefix,
+        "top_prefix_share": prefix_share,
+        "top_template": template,
+        "top_template_share": template_share,
+        "cut_clue_share": sum(1 for s in samples if s.get("truncated") and s["clues"]) / n_clues,
+        "invented_number_share": sum(c.get("invented_number", 0.0) for c in counts) / n_clues,
+        "truncated_share": sum(1 for s in samples if s.get("truncated")) / max(len(samples), 1),
+        "most_common_token_share": top_token[0][1] / len(tokens) if top_token else 0.0,
+        "distinct_token_ratio": len(set(tokens)) / len(tokens) if tokens else 0.0,
+        "question_copies_per_set": per_set("question_copy"),
+        "long_clues_per_set": per_set("long_clue"),
+        "duplicate_clues_per_set": per_set("duplicate_clue"),
+        "empty_clues_per_set": per_set("empty_clue"),
+        "unparsable_share": per_set("unparsable"),
+    }

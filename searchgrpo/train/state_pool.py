@@ -1,0 +1,103 @@
+"""Which states each step trains on.
+
+- The epoch order: every epoch is a seeded permutation of the traces' training states, cut into
+  steps of `train.states_per_step` (an incomplete last step is dropped; each epoch's order
+  differs, so no state is left out for good).
+- Refills: dynamic sampling's fresh states, drawn at random (seeded by step and round) from
+  every state the pool holds, never one the step already has.
+- On-policy states (`train.refresh_states_every`): the SEARCH-round states of training questions
+  replayed with the current adapter as the Executor. Once there are some, each of a step's
+  states is swapped, with probability `train.refresh_mix`, for one of them. They are saved in the
+  run folder (`refreshed/step-N.json`) so a resumed run trains on the same ones.
+
+Every choice is a function of (train.seed, step), so a resumed run and N data-parallel processes
+see the same states as one uninterrupted process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from searchgrpo.data.traces import SearchState, state_from_json, state_to_json
+from searchgrpo.errors import UserError
+from searchgrpo.fileio import atomic_write_json
+from searchgrpo.seeding import derive_seed
+
+REFRESH_DIR = "refreshed"
+
+
+class StatePool:
+    """The training states and the order in which steps take them (see the module docstring)."""
+
+    def __init__(self, train: Sequence[SearchState], states_per_step: int, seed: int, mix: float = 0.0) -> None:
+        self.original = list(train)
+        self.per = states_per_step
+        self.seed = seed
+        self.mix = mix
+        self.refreshed: list[SearchState] = []
+        self.refreshed_at: int | None = None
+        """The step after which the current refreshed states were collected."""
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return len(self.original) // self.per
+
+    def states_for_step(self, index: int) -> tuple[int, list[SearchState]]:
+        """(epoch, states) of the 0-based step `index`."""
+        epoch, b = divmod(index, self.steps_per_epoch)
+        order = np.random.default_rng(derive_seed(self.seed, "epoch", epoch)).permutation(len(self.original))
+        states = [self.original[i] for i in order[b * self.per:(b + 1) * self.per]]
+        if self.refreshed and self.mix > 0:
+            rng = np.random.default_rng(derive_seed(self.seed, "mix", index))
+            swap = rng.random(len(states)) < self.mix
+            picks = rng.permutation(len(self.refreshed))
+            states = [self.refreshed[picks[i % len(picks)]] if swap[i] else s for i, s in enumerate(states)]
+        return epoch, states
+
+    def refill(self, index: int, attempt: int, n: int, exclude: set[str]) -> list[SearchState]:
+        """Up to `n` states for dynamic sampling's round `attempt` of step `index`, none in `exclude`."""
+        pool = [s for s in (*self.original, *self.refreshed) if s.state_id not in exclude]
+        if not pool or n <= 0:
+            return []
+        rng = np.random.default_rng(derive_seed(self.seed, "refill", index, attempt))
+        return [pool[i] for i in rng.choice(len(pool), size=min(n, len(pool)), replace=False)]
+
+    # ------------------------------------------------------------------ on-policy states
+
+    def set_refreshed(self, states: Sequence[SearchState], step: int) -> None:
+        self.refreshed, self.refreshed_at = list(states), step
+
+    def save_refreshed(self, run_dir: Path) -> Path:
+        """Write the current refreshed states to `run_dir/refreshed/step-N.json` (atomically)."""
+        path = run_dir / REFRESH_DIR / f"step-{self.refreshed_at:06d}.json"
+        atomic_write_json(path, {"step": self.refreshed_at, "states": [state_to_json(s) for s in self.refreshed]})
+        return path
+
+    def load_refreshed(self, run_dir: Path, step: int) -> Path | None:
+        """Restore the newest refreshed states collected at or before `step` (a resumed run);
+        returns their file, or None if there is none."""
+        folder = run_dir / REFRESH_DIR
+        files = sorted(folder.glob("step-*.json")) if folder.is_dir() else []
+        usable = [f for f in files if _step_of(f) is not None and _step_of(f) <= step]  # type: ignore[operator]
+        if not usable:
+            return None
+        path = usable[-1]
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            states = [state_from_json(s) for s in data["states"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UserError(f"{path}: refreshed states cannot be read ({type(exc).__name__}: {exc}); "
+                            "delete the file to train without them") from None
+        self.set_refreshed(states, _step_of(path))  # type: ignore[arg-type]
+        return path
+
+
+def _step_of(path: Path) -> int | None:
+    try:
+        return int(path.stem.removeprefix("step-"))
+    except ValueError:
+        return None
