@@ -225,13 +225,14 @@ class RewardConfig:
     """Per retrieved document the state had already discovered (no new information; on top of
     `retrieved_doc`)."""
 
-    retrieved_doc: float = -0.04
+    retrieved_doc: float = -0.02
     """Per distinct document the clue set retrieves, whatever its verdict: each is a checker call
     in production. It makes a clue pay its way: one that brings no new IMPORTANT or RELEVANT
     document costs env.top_k x this, so writing more clues is no longer free reward."""
 
     duplicate_clue: float = -0.25
-    """Per clue that repeats another clue of the same set (after normalising case and spaces)."""
+    """Per clue that repeats another clue of the same set: the same distinct words, in any order and
+    case (the same BM25 search)."""
 
     unparsable: float = -1.0
     """Once if no clue could be read from the completion."""
@@ -250,6 +251,11 @@ class RewardConfig:
     such as the tables' verdict labels). Without it, a clue that finds nothing scores 0 and beats
     any real search where nothing new is left to find: keep it below env.top_k x (`retrieved_doc`
     + `irrelevant`), so that an empty clue never costs less than a search that finds nothing new."""
+
+    redundant_clue: float = -0.25
+    """Per clue whose results hold no document that the set's earlier clues had not found (a clue
+    that searches nothing new, e.g. "Mexia" then "Mexia Mexia"): with `retrieved_doc`, such a
+    near-copy is the cheapest way to meet env.min_clues without searching."""
 
     invented_number: float = -0.25
     """Per clue holding a number (a year, a count) that appears nowhere in the state or question:

@@ -65,8 +65,8 @@ def test_reward_is_the_weighted_sum():
     calc = RewardCalculator(RewardConfig())
     b = calc.combine({"new_important": 2, "retrieved_doc": 5, "duplicate_clue": 1, "invented_number": 1})
     assert b.weighted["new_important"] == 2.0
-    assert b.weighted["retrieved_doc"] == pytest.approx(-0.2)
-    assert b.total == pytest.approx(2.0 - 0.2 - 0.25 - 0.25)
+    assert b.weighted["retrieved_doc"] == pytest.approx(-0.1)
+    assert b.total == pytest.approx(2.0 - 0.1 - 0.25 - 0.25)
     assert b.weighted["unparsable"] == 0.0 and str(b.weighted["unparsable"]) == "0.0"  # never -0.0
 
 

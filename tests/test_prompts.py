@@ -12,7 +12,7 @@ def test_parse_clues():
     assert parse_clues('["a b", "c"]', 4).clues == ("a b", "c")
     assert parse_clues("  \n--\n", 4).unparsable
     assert parse_clues("Clue 1: alpha\nQuery 2 - beta", 4).clues == ("alpha", "beta")
-    assert normalise_clue("  Maren   DOLVIK ") == "maren dolvik"
+    assert normalise_clue("  Maren   DOLVIK ") == "dolvik maren" == normalise_clue("dolvik Maren Maren")
 
 
 def test_render_state_shows_tables_and_cuts_long_ones():

@@ -45,6 +45,7 @@ def component_counts(
     long_clues: int = 0,
     question_copies: int = 0,
     empty_clues: int = 0,
+    redundant_clues: int = 0,
     invented_number_clues: int = 0,
     cut: bool = False,
     original_new_important: float | None = None,
@@ -83,6 +84,7 @@ def component_counts(
     counts["long_clue"] = float(long_clues)
     counts["question_copy"] = float(question_copies)
     counts["empty_clue"] = float(empty_clues)
+    counts["redundant_clue"] = float(redundant_clues)
     counts["invented_number"] = float(invented_number_clues)
     counts["cut_clue"] = 1.0 if cut else 0.0
     if original_new_important is not None:

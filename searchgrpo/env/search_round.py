@@ -158,6 +158,7 @@ class SearchRoundEnv:
                 long_clues=sum(1 for c in p.clues if len(c.split()) > self.max_clue_words),
                 question_copies=sum(1 for c in p.clues if copies_question(tokenize(c), question_tokens)),
                 empty_clues=run.empty,
+                redundant_clues=run.redundant,
                 invented_number_clues=sum(1 for found in invented if found),
                 cut=bool(was_cut) and not p.unparsable,
                 original_new_important=original,

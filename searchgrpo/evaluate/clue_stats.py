@@ -7,8 +7,9 @@ Computed from a report's samples (each a dict with `clues`, `counts` and, from r
   share of clue sets holding a clue with it; one template stamped on every question is a hack;
 - cut clues: the share of clues cut at the token limit (the last clue of a truncated completion);
 - invented numbers: the share of clues holding a number found nowhere in the state or question;
-- volume and copying: clues and words per clue, question copies, long and duplicate clues, and the
-  share of the most common token among all clue tokens (keyword stuffing).
+- volume and copying: clues and words per clue, question copies, long, duplicate and redundant
+  clues (a clue that finds nothing the set's earlier clues had not), and the share of the most
+  common token among all clue tokens (keyword stuffing).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def clue_stats(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "question_copies_per_set": per_set("question_copy"),
         "long_clues_per_set": per_set("long_clue"),
         "duplicate_clues_per_set": per_set("duplicate_clue"),
+        "redundant_clues_per_set": per_set("redundant_clue"),
         "empty_clues_per_set": per_set("empty_clue"),
         "unparsable_share": per_set("unparsable"),
     }

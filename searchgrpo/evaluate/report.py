@@ -176,6 +176,7 @@ CLUE_COLUMNS = (
     ("top_prefix_share", "top prefix share"),
     ("top_template_share", "top template share"),
     ("cut_clue_share", "cut at token limit"),
+    ("redundant_clues_per_set", "redundant clues / set"),
     ("invented_number_share", "invented numbers"),
     ("most_common_token_share", "top token share"),
     ("question_copies_per_set", "question copies / set"),

@@ -16,8 +16,8 @@ the training environment, the metrics and the multi-agent episode alike, uses th
 ...         table = {"a": ["d1", "d2", "d3"], "b": ["d4", "d1", "d5"]}
 ...         return [Hit(d, r) for r, d in enumerate(table.get(query, [])[:k])]
 >>> found = search_clues(Toy(), ["a", "b", "A", "zzz"], 3)
->>> [h.docid for h in found.hits], found.duplicates, found.empty
-(['d1', 'd4', 'd2', 'd3', 'd5'], 1, 1)
+>>> [h.docid for h in found.hits], found.duplicates, found.empty, found.redundant
+(['d1', 'd4', 'd2', 'd3', 'd5'], 1, 1, 0)
 """
 
 from __future__ import annotations
@@ -27,8 +27,14 @@ from typing import Any, Sequence
 
 
 def normalise_clue(clue: str) -> str:
-    """The form in which two clues count as duplicates: lowercase, single spaces."""
-    return " ".join(clue.lower().split())
+    """The form in which two clues count as duplicates: their distinct lowercase words, sorted. BM25
+    ignores word order, and repeating a clue's only word changes no ranking, so "Mexia Mexia",
+    "mexia" and "Guam Manila" / "Manila Guam" are the same search.
+
+    >>> normalise_clue("Manila  Guam") == normalise_clue("guam manila"), normalise_clue("Mexia Mexia")
+    (True, 'mexia')
+    """
+    return " ".join(sorted(set(clue.lower().split())))
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,8 @@ class ClueSearch:
     """Clues that repeat an earlier clue of the set (not searched again)."""
     empty: int
     """Distinct clues whose search returned nothing."""
+    redundant: int = 0
+    """Distinct clues whose results hold no document that the clues before them had not found."""
 
     def docids(self, budget: int | None = None) -> list[str]:
         """The first `budget` documents of the fused list (all of them when None)."""
@@ -64,7 +72,8 @@ def search_clues(retriever: Any, clues: Sequence[str], top_k: int) -> ClueSearch
     """Search each distinct clue (top `top_k`) and fuse the lists round-robin."""
     lists: list[tuple[int, list[Any]]] = []
     seen_clues: set[str] = set()
-    duplicates = empty = 0
+    seen_docs: set[str] = set()
+    duplicates = empty = redundant = 0
     for i, clue in enumerate(clues):
         norm = normalise_clue(clue)
         if norm in seen_clues:
@@ -73,6 +82,8 @@ def search_clues(retriever: Any, clues: Sequence[str], top_k: int) -> ClueSearch
         seen_clues.add(norm)
         hits = retriever.search(clue, top_k)
         empty += not hits
+        redundant += bool(hits) and all(h.docid in seen_docs for h in hits)
+        seen_docs.update(h.docid for h in hits)
         lists.append((i, hits))
     fused: dict[str, ClueHit] = {}
     for depth in range(max((len(h) for _, h in lists), default=0)):
@@ -80,7 +91,7 @@ def search_clues(retriever: Any, clues: Sequence[str], top_k: int) -> ClueSearch
             if depth < len(hits) and hits[depth].docid not in fused:
                 hit = hits[depth]
                 fused[hit.docid] = ClueHit(hit.docid, clue_index, depth, hit.score)
-    return ClueSearch(tuple(fused.values()), duplicates, empty)
+    return ClueSearch(tuple(fused.values()), duplicates, empty, redundant)
 
 
 def fused_ranking(docs: Sequence[tuple[str, int, int]]) -> list[str]:
