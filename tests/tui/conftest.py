@@ -50,6 +50,18 @@ async def until(pilot, condition: Callable[[], bool], what: str = "condition", t
     raise AssertionError(f"never reached: {what}")
 
 
+FIRST_FOCUS = {"1": "#group-table", "2": "#eval-policies", "3": "#merge-checkpoints", "4": "#config-table",
+               "5": "#log-pane"}
+
+
+async def show_tab(pilot, key: str) -> None:
+    """Press a tab's key and wait until its first widget has the focus (under load that comes
+    after the key; a click before it may land on the tab that was showing)."""
+    await pilot.press(key)
+    target = pilot.app.query_one(FIRST_FOCUS[key])
+    await until(pilot, lambda: pilot.app.focused is target, f"tab {key}")
+
+
 async def settle(pilot) -> None:
     """Wait for every worker (a failed one included), then fold in all events and redraw everything."""
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, settle, text_of, until
+from tests.tui.conftest import SIZE, make_app, settle, show_tab, text_of, until
 from tests.tui.scripted import ScriptedRunner, run_started, scripted_run, step_events
 from tui.screens.confirm import ConfirmScreen
 from tui.widgets import GroupTable, MetricTable, SampleDetail
@@ -213,7 +213,7 @@ async def test_log_lines_use_the_width_of_a_wide_pane(cfg, tmp_path):
     app = make_app(cfg, source="replay", events_path=path)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot)
-        await pilot.press("5")
+        await show_tab(pilot, "5")
         await settle(pilot)
         lines = [str(line.text).rstrip() for line in app.query_one("#log-pane").lines]
         (line,) = [line for line in lines if "warning text" in line]  # one line, not wrapped at 80

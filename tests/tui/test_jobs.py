@@ -6,7 +6,7 @@ from pathlib import Path
 
 from textual.widgets import DataTable, SelectionList
 
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, text_of, until
+from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, text_of, until
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner
 from tui.screens.confirm import ConfirmScreen
 
@@ -20,7 +20,7 @@ async def test_eval_compares_baseline_and_a_checkpoint(cfg):
     app = make_app(cfg, backend=backend, start=True)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("2")
+        await show_tab(pilot, "2")
         policies = app.query_one("#eval-policies", SelectionList)
         assert policies.option_count == 3 and policies.selected == ["baseline"]
         step8 = str(RUN / "checkpoints" / "step-000008")
@@ -45,7 +45,7 @@ async def test_eval_failure_is_shown_in_the_pane(cfg):
     backend.eval_error = FileNotFoundError("runs/x/checkpoints/step-000001: no adapter")
     app = make_app(cfg, backend=backend)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("2")
+        await show_tab(pilot, "2")
         await pilot.click("#eval-run")
         await settle(pilot)
         assert app.is_running and app.model.eval.status == "failed"
@@ -57,7 +57,7 @@ async def test_eval_needs_a_policy(cfg):
     backend = ScriptedBackend()
     app = make_app(cfg, backend=backend)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("2")
+        await show_tab(pilot, "2")
         app.query_one("#eval-policies", SelectionList).deselect_all()
         await pilot.click("#eval-run")
         await settle(pilot)
@@ -70,7 +70,7 @@ async def test_merge_asks_before_overwriting_and_reruns_only_when_confirmed(cfg)
     backend = ScriptedBackend()
     app = make_app(cfg, backend=backend, run_dir=RUN)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("3")
+        await show_tab(pilot, "3")
         app.query_one("#merge-checkpoints", SelectionList).select(step4)
         await pilot.click("#merge-run")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "overwrite question")
@@ -98,7 +98,7 @@ async def test_merge_into_a_new_folder_needs_no_question(cfg):
     backend = ScriptedBackend()
     app = make_app(cfg, backend=backend, run_dir=RUN)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("3")
+        await show_tab(pilot, "3")
         app.query_one("#merge-checkpoints", SelectionList).select(step4)
         app.query_one("#merge-output").value = "out"
         await pilot.click("#merge-run")
@@ -113,7 +113,7 @@ async def test_job_requests_are_logged_in_words(cfg):
     step8 = str(make_checkpoint(RUN, 8))
     app = make_app(cfg, run_dir=RUN)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("2")
+        await show_tab(pilot, "2")
         app.query_one("#eval-policies", SelectionList).select(step8)
         app.query_one("#eval-limit").value = "5"
         await pilot.click("#eval-run")

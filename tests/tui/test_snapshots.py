@@ -15,7 +15,7 @@ import pytest
 from textual.widgets import SelectionList
 
 from searchgrpo.events import RunStarted, StepFinished, event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, until
+from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, until
 from tests.tui.scripted import ScriptedRunner, run_started, scripted_run
 from tui.backend import EvalRequest, MergeRequest
 from tui.screens.confirm import ConfirmScreen
@@ -86,7 +86,7 @@ def test_merge_pane_done(cfg, snap_compare):
     step8 = make_checkpoint(run, 8)
 
     async def run_before(pilot):
-        await pilot.press("3")
+        await show_tab(pilot, "3")
         pilot.app.query_one("#merge-checkpoints", SelectionList).select(str(step8))
         pilot.app.query_one(MergePane).start(MergeRequest([str(step8), str(run / "checkpoints" / "step-000004")],
                                                           "merged"))
@@ -129,7 +129,7 @@ def test_eval_pane_with_a_report(cfg, snap_compare):
 
     async def run_before(pilot):
         await settle(pilot)
-        await pilot.press("2")
+        await show_tab(pilot, "2")
         pilot.app.query_one("#eval-policies", SelectionList).select("runs/20260101-000000/checkpoints/step-000008")
         # Not a click: a pressed button stays highlighted for a moment, which would race the screenshot.
         pilot.app.query_one(EvalPane).start(EvalRequest(checkpoints=["runs/20260101-000000/checkpoints/step-000008"]))
@@ -147,7 +147,7 @@ def test_merge_pane_asks_before_overwriting(cfg, snap_compare):
     Path("merged/tiny-grpo-step8").mkdir(parents=True)
 
     async def run_before(pilot):
-        await pilot.press("3")
+        await show_tab(pilot, "3")
         pilot.app.query_one("#merge-checkpoints", SelectionList).select(str(step8))
         pilot.app.query_one(MergePane).start(MergeRequest([str(step8)], "merged"))  # see above
         await until(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), "overwrite question")
@@ -167,7 +167,7 @@ def test_log_pane_of_a_replay(cfg, tmp_path, snap_compare):
 
     async def run_before(pilot):
         await settle(pilot)
-        await pilot.press("5")
+        await show_tab(pilot, "5")
         pilot.app.redraw()
         await pilot.pause()
 
