@@ -1,7 +1,8 @@
 # The two commands of the README:
 #   make demo   set up, then open the training console, training on the embedded default
 #               (SmolLM2-135M on the demo world); `searchgrpo train --headless` trains without it
-#   make test   set up, then run the test suite
+#   make test   set up, then run the test suite (the full tier: what CI runs)
+#   make test-fast   the fast tier only (pure functions, doctests, no training): under a minute
 # Set-up is a virtual environment in .venv with the CPU build of torch; on a GPU machine, install
 # the CUDA build first:  make setup TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
 
@@ -10,7 +11,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.searchgrpo-installed
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-fast lint clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,6 +28,13 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
+
+lint: setup
+	$(VENV)/bin/ruff check searchgrpo tui tests benchmarks
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

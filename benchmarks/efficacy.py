@@ -178,6 +178,9 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
                                                   "checker_docs_per_important") else sets["rounds"]
             tuned = next(p for p in part["aggregate"] if p != "baseline")
             if kind == "clue<=":
+                if metric not in part["clue_checks"][tuned]:
+                    rows.append({"set": name, "goal": goal, "value": "not measured by this run", "met": None})
+                    continue
                 value = part["clue_checks"][tuned][metric]
                 met = value <= threshold
                 shown = f"{value:.3f}"
@@ -304,7 +307,8 @@ def markdown(results: dict[str, Any]) -> str:
                          f"{c['most_common_token_share']:.3f} |")
     lines += ["", "| held-out set | goal (issue #14) | measured | met |", "| --- | --- | ---: | :---: |"]
     for g in results["goals"]:
-        lines.append(f"| {g['set']} | {g['goal']} | {g['value']} | {'yes' if g['met'] else '**no**'} |")
+        met = "n/a" if g["met"] is None else "yes" if g["met"] else "**no**"
+        lines.append(f"| {g['set']} | {g['goal']} | {g['value']} | {met} |")
     return "\n".join(lines)
 
 

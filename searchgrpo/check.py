@@ -56,6 +56,19 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
 
     _run("data", data, "set data.traces and data.corpus to existing paths (or null for the demo world)", results)
 
+    def gold_in_corpus() -> str:
+        ds = ctx["ds"]
+        gold = sorted((d, qid) for qid, q in ds.labels.items() for d in q.important)
+        missing = [(d, qid) for d, qid in gold if d not in ds.corpus]
+        if missing:
+            raise ValueError(f"{len(missing)} of {len(gold)} IMPORTANT documents the traces name are not in "
+                             f"{ds.corpus_path} (first: {missing[0][0]!r} of question {missing[0][1]!r})")
+        return f"all {len(gold)} IMPORTANT documents the traces name are in the corpus"
+
+    _run("gold in corpus", gold_in_corpus, "collect again into that folder (it rewrites corpus.jsonl for the "
+         "question set as it is now), or point data.corpus at the corpus the traces were collected with",
+         results, needs=("data",))
+
     def split() -> str:
         ds = ctx["ds"]
         overlap = {s.question_id for s in ds.train} & {s.question_id for s in ds.eval}

@@ -15,6 +15,10 @@ Every command takes `--config PATH` (default: ./config.yaml if present, else bui
 and repeatable `--set section.key=value` overrides. Expected errors print one line and exit 2;
 set SEARCHGRPO_DEBUG=1 to see tracebacks. Heavy imports (torch, transformers) happen inside
 command bodies, so `searchgrpo --help` stays fast.
+
+Text that comes from data, a server or a file name (questions, titles, paths, details) is printed
+as plain text: never read as rich markup (`Text`, `markup=False`), with control characters shown
+as escapes (`errors.printable`), and with any registered secret blanked out (`redact.scrub`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from searchgrpo.config import Config, ConfigError, describe, load_config
-from searchgrpo.errors import UserError, one_line
+from searchgrpo.errors import UserError, one_line, printable
 
 app = typer.Typer(
     name="searchgrpo",
@@ -59,6 +63,15 @@ DEBUG_OVERRIDES = (
 """`--debug`: the seed's train_debug, a few tiny steps that still touch every stage."""
 
 
+def plain(text: object) -> Any:
+    """Text from data for a rich table or line: no markup, no terminal control, no secret."""
+    from rich.text import Text
+
+    from searchgrpo.redact import scrub
+
+    return Text(scrub(printable(text)))
+
+
 def resolve_config_path(path: Path | None) -> Path | None:
     if path is not None:
         return path
@@ -70,6 +83,18 @@ def load(config: Path | None, overrides: list[str] | None, extra: tuple[str, ...
     path = resolve_config_path(config)
     cfg = load_config(path, [*extra, *(overrides or [])])
     return cfg, str(path) if path else "built-in defaults"
+
+
+def load_run(config: Path | None, overrides: list[str] | None, extra: tuple[str, ...], resume: bool,
+             run_dir: Path | None) -> tuple[Config, str, Path | None]:
+    """(config, its source, run folder): with `resume`, the run's own config.yaml plus the overrides."""
+    cfg, source = load(config, overrides, extra)
+    if not resume:
+        return cfg, source, run_dir
+    from searchgrpo.runs import find_run_to_resume
+
+    run_dir = find_run_to_resume(cfg, run_dir)
+    return load_config(run_dir / "config.yaml", [*extra, *(overrides or [])]), str(run_dir / "config.yaml"), run_dir
 
 
 # --------------------------------------------------------------------------- train
@@ -86,6 +111,8 @@ def train(
     run_dir: Annotated[Optional[Path], typer.Option(help="The run folder to write or resume.")] = None,
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed data file.")] = False,
     num_processes: Annotated[int, typer.Option(help="Data-parallel processes (one per GPU), launched with torchrun.")] = 1,
+    allow_changes: Annotated[bool, typer.Option(help="With --resume: go on even though the config or the data "
+                                                     "changed in ways that alter the optimisation (recorded).")] = False,
 ) -> None:
     """Train the Executor with GRPO + LoRA."""
     if num_processes > 1 and "WORLD_SIZE" not in os.environ:
@@ -94,18 +121,14 @@ def train(
         raise typer.Exit(launch_data_parallel(sys.argv[1:], num_processes))
     extra = (*(DEBUG_OVERRIDES if debug else ()), *((f"train.epochs={epochs}",) if epochs else ()),
              *(("data.strict=true",) if strict else ()))
-    cfg, source = load(config, overrides, extra)
-    if resume:
-        from searchgrpo.runs import find_run_to_resume
-
-        run_dir = find_run_to_resume(cfg, run_dir)
-        cfg = load_config(run_dir / "config.yaml", [*extra, *(overrides or [])])
-        source = str(run_dir / "config.yaml")
+    cfg, source, run_dir = load_run(config, overrides, extra, resume, run_dir)
+    if allow_changes and not (resume and headless):
+        raise UserError("--allow-changes goes with --resume --headless (the console resumes only unchanged runs)")
     if not headless:
         from tui.launch import launch_console  # the core imports the console only here, in cli.py
 
         raise typer.Exit(launch_console(cfg, source, start=True, run_dir=run_dir, resume=resume))
-    raise typer.Exit(run_headless(cfg, run_dir=run_dir, resume=resume))
+    raise typer.Exit(run_headless(cfg, run_dir=run_dir, resume=resume, allow_changes=allow_changes))
 
 
 @app.command()
@@ -123,40 +146,18 @@ def tui(
         raise UserError("--attach and --replay are exclusive")
     if (attach or replay) and (start or resume):
         raise UserError("--start and --resume train; --attach and --replay only watch a run")
-    cfg, source = load(config, overrides)
-    if resume:
-        from searchgrpo.runs import find_run_to_resume
-
-        run_dir = find_run_to_resume(cfg, run_dir)
-        cfg = load_config(run_dir / "config.yaml", overrides or [])
-        source = str(run_dir / "config.yaml")
+    cfg, source, run_dir = load_run(config, overrides, (), resume, run_dir)
     from tui.launch import launch_console  # the core imports the console only here, in cli.py
 
     raise typer.Exit(launch_console(cfg, source, start=start or resume, run_dir=run_dir, resume=resume,
                                     attach=attach, replay=replay))
 
 
-def run_headless(cfg: Config, *, run_dir: Path | None = None, resume: bool = False) -> int:
+def run_headless(cfg: Config, **kwargs: Any) -> int:
     """Train with rich progress on the terminal and every event in runs/<id>/events.jsonl."""
-    from searchgrpo import runs
-    from searchgrpo.terminal import ConsoleSink, print_line
+    from searchgrpo.runs import train_headless
 
-    control = runs.TrainerControl()
-    console = ConsoleSink()
-    trainers: list[Any] = []
-    try:
-        with runs.stop_on_signals(control, lambda text: print_line(console.console, text)):
-            result = runs.train(cfg, console, control, run_dir=run_dir, resume=resume, on_trainer=trainers.append)
-    except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint for the step in progress
-        where = runs.newest_checkpoint_note(trainers[0]) if trainers else "no checkpoint was written yet"
-        print_line(console.console, f"aborted: {where}; continue with --resume")
-        raise
-    if result.events_dropped:
-        print_line(console.console, f"warning: events.jsonl: {result.events_dropped} events could not be written "
-                                    f"({result.events_error or 'unknown'}); checkpoints are written separately")
-    if trainers and trainers[0].dist.is_main:
-        console.console.print(f"run folder: {result.summary.run_dir}", markup=False, highlight=False)
-    return 0
+    return train_headless(cfg, **kwargs)
 
 
 # --------------------------------------------------------------------------- other commands
@@ -187,7 +188,7 @@ def check(
         table.add_column(col, overflow="fold")
     colours = {"PASS": "green", "FAIL": "red", "SKIP": "yellow"}
     for r in results:
-        table.add_row(r.name, f"[{colours[r.status]}]{r.status}[/]", r.detail, r.fix)
+        table.add_row(r.name, f"[{colours[r.status]}]{r.status}[/]", plain(r.detail), plain(r.fix))
     Console().print(table)
     raise typer.Exit(1 if any(r.status == "FAIL" for r in results) else 0)
 
@@ -199,12 +200,12 @@ def show_config(config: ConfigOpt = None, overrides: SetOpt = None) -> None:
     from rich.table import Table
 
     cfg, source = load(config, overrides)
-    table = Table(title=f"config: {source}")
+    table = Table(title=plain(f"config: {source}"))
     table.add_column("key", style="bold", no_wrap=True)
     table.add_column("value", overflow="fold")
     table.add_column("meaning", overflow="fold")
     for key, value, doc in describe(cfg):
-        table.add_row(key, repr(value), doc)
+        table.add_row(key, plain(repr(value)), plain(doc))
     Console().print(table)
 
 
@@ -227,7 +228,8 @@ def demo_world(
         raise UserError(f"{out}: folder exists and is not empty")
     with count_progress("baseline multi-agent pass") as progress:
         paths = build_demo(out, DemoConfig(questions, seed, distractors), top_k=top_k, progress=progress)
-    typer.echo(f"corpus: {paths.corpus}\nquestions: {paths.questions}\ntraces: {paths.traces}")
+    typer.echo(printable(f"corpus: {paths.corpus}") + "\n" + printable(f"questions: {paths.questions}") + "\n"
+               + printable(f"traces: {paths.traces}"))
 
 
 @app.command("eval")
@@ -251,6 +253,8 @@ def evaluate(
 ) -> None:
     """Compare fine-tuned checkpoints with the baseline on held-out states (or, with --episodes,
     whole multi-agent episodes of held-out questions); write a JSON report."""
+    import math
+
     from rich.console import Console
 
     from searchgrpo import runs
@@ -258,12 +262,17 @@ def evaluate(
     from searchgrpo.evaluate.report import eval_tables
     from searchgrpo.terminal import eval_progress
 
-    if samples < 1:
-        raise UserError("--samples must be >= 1")
+    for bad, option, expected in ((samples < 1, f"--samples {samples}", ">= 1"),
+                                  (limit is not None and limit < 1, f"--limit {limit}", ">= 1 (or leave it out)"),
+                                  (seed < 0, f"--seed {seed}", ">= 0"),
+                                  (not (math.isfinite(temperature) and temperature > 0), f"--temperature {temperature}",
+                                   "a finite number > 0"),
+                                  (max_rounds is not None and max_rounds < 1, f"--max-rounds {max_rounds}", ">= 1"),
+                                  (doc_budget is not None and doc_budget < 1, f"--doc-budget {doc_budget}", ">= 1")):
+        if bad:
+            raise UserError(f"{option} is out of range: expected {expected}")
     if episodes and samples > 1:
         raise UserError("--episodes plays greedy episodes: leave --samples at 1")
-    if (max_rounds is not None and max_rounds < 1) or (doc_budget is not None and doc_budget < 1):
-        raise UserError("--max-rounds and --doc-budget must be >= 1")
     cfg, _ = load(config, overrides, ("data.strict=true",) if strict else ())
     request = EvalRequest(
         baseline=baseline, checkpoints=[str(c) for c in checkpoint or []], output=str(output) if output else None,
@@ -276,7 +285,7 @@ def evaluate(
         path = runs.evaluate(cfg, request, sink)
     for table in eval_tables(path):
         console.print(table)
-    console.print(f"report: {path}", markup=False, highlight=False)
+    console.print(plain(f"report: {path}"), highlight=False)
 
 
 @app.command()
@@ -306,10 +315,11 @@ def merge(
     with merge_progress(console, finished) as sink:
         runs.merge(cfg, request, sink)
     for p in finished[0].parity:
-        console.print(
-            f"[green]{p['output']}[/]: parity passed ({p['dtype']}; max |dlogp| {p['max_abs_logprob_delta']:.2e}, "
-            f"greedy identical {p['greedy_identical']}/{p['probes']}, near ties {p['greedy_near_ties']})"
-        )
+        line = plain(p["output"])
+        line.stylize("green")
+        line.append(f": parity passed ({p['dtype']}; max |dlogp| {p['max_abs_logprob_delta']:.2e}, "
+                    f"greedy identical {p['greedy_identical']}/{p['probes']}, near ties {p['greedy_near_ties']})")
+        console.print(line, highlight=False)
 
 
 @app.command()
@@ -343,21 +353,11 @@ def collect(
             cfg, questions, out, limit=limit, max_rounds=max_rounds, seed=seed, planner=planner, executor=executor,
             entity_manager=entity_manager, progress=progress,
         )
-    s = result.stats
-    for issue in result.issues:
-        typer.echo(f"warning: skipped {issue}", err=True)
-    if result.issues:
-        typer.echo(f"warning: {len(result.issues)} malformed lines skipped (--strict stops at the first instead)",
-                   err=True)
-    typer.echo(f"{s.written} questions collected, {s.skipped_existing} already there, {s.states} SEARCH rounds written")
-    if result.checker:
-        c = result.checker
-        typer.echo(f"checker: {int(c['calls'])} calls, {int(c['cache_hits'])} cache hits, "
-                   f"{int(c['unparsable'])} unparsable replies, {int(c['failures'])} retried attempts")
-    for role, count in result.fallbacks.items():
-        if count:
-            typer.echo(f"{role}: the rule decided {count} times where the model's reply was unusable")
-    typer.echo(f"train on it with:  --set data.corpus={result.corpus} --set data.traces={result.traces}")
+    warnings, lines = result.report()
+    for line in warnings:
+        typer.echo(f"warning: {printable(line)}", err=True)
+    for line in lines:
+        typer.echo(printable(line))
 
 
 @app.command()
@@ -365,37 +365,37 @@ def serve(
     config: ConfigOpt = None,
     overrides: SetOpt = None,
     host: Annotated[str, typer.Option(help="Address to listen on (127.0.0.1: this machine only).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port (0: any free port).")] = 8765,
+    port: Annotated[int, typer.Option(help="Port, 0 to 65535 (0: any free port).")] = 8765,
+    api_key_env: Annotated[Optional[str], typer.Option(help="Require the API key held in this environment variable "
+                                                            "(default: checker.api_key_env, when set). Needed on an "
+                                                            "address other than loopback.")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="Listen on an address other than loopback without an "
+                                                              "API key: anyone who reaches it may use the model.")] = False,
 ) -> None:
     """Serve the frozen agents' model (checker.gguf, default the embedded SmolLM2) over an
     OpenAI-compatible API with llama.cpp, until Ctrl-C."""
-    import time
+    from searchgrpo.agents.server import serve_until_interrupted
 
-    from searchgrpo.agents.server import EmbeddedServer
-    from searchgrpo.embedded import embedded_gguf_path
-
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port {port} is out of range: expected 0 to 65535 (0: any free port)")
     cfg, _ = load(config, overrides)
-    cc = cfg.checker
-    gguf = Path(cc.gguf).expanduser() if cc.gguf else embedded_gguf_path()
-    server = EmbeddedServer(gguf, host=host, port=port, parallel=cc.max_concurrency, threads=cc.server_threads)
-    with server:
-        try:
-            typer.echo(f"serving {server.alias} at {server.base_url} ({server.parallel} slots, {server.threads} threads)")
-            typer.echo(f"use it with:  --set checker.backend=llm --set checker.server={server.base_url}", err=True)
-            while True:
-                time.sleep(1)
-        except KeyboardInterrupt:
-            typer.echo("stopping", err=True)
+
+    def say(text: str, warning: bool = False) -> None:
+        typer.secho(printable(text), fg=typer.colors.YELLOW if warning else None, err=warning)
+
+    serve_until_interrupted(cfg, host=host, port=port, api_key_env=api_key_env, insecure=insecure, say=say)
 
 
 def main() -> None:
-    """Entry point: run the app, turning expected errors into one line."""
+    """Entry point: run the app, turning expected errors into one line (secrets blanked out)."""
+    from searchgrpo.redact import scrub
+
     try:
         app()
     except UserError as exc:
         if os.environ.get("SEARCHGRPO_DEBUG"):
             raise
-        typer.secho(f"error: {one_line(exc)}", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {scrub(one_line(exc))}", fg=typer.colors.RED, err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.secho("aborted", fg=typer.colors.RED, err=True)
@@ -403,6 +403,6 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("SEARCHGRPO_DEBUG"):
             raise
-        typer.secho(f"error: {type(exc).__name__}: {one_line(exc, 500)} (set SEARCHGRPO_DEBUG=1 for the traceback)",
-                    fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {type(exc).__name__}: {scrub(one_line(exc, 500))} (set SEARCHGRPO_DEBUG=1 for the "
+                    "traceback)", fg=typer.colors.RED, err=True)
         sys.exit(1)

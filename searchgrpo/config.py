@@ -4,6 +4,14 @@ Every section is a frozen dataclass; the string literal under each field is its 
 (read at run time by `field_docs`, shown by `searchgrpo config` and the console's config pane).
 Bad input never gets far: an unknown key, a wrong type or an out-of-range value raises
 `ConfigError` with one line that names the file, the dotted key and what is allowed.
+
+- Every number must be finite: `.nan` and `.inf` are refused for every float key.
+- Sizes have upper bounds as well as lower ones (K, LoRA rank, lengths, batch sizes): a value
+  that cannot work fails here, with the key named, before any model loads.
+- A key that may be null takes `null`, `~`, `None` or `none` for null (YAML itself reads only the
+  first two; `--set checker.model=None` is the same as `--set checker.model=null`).
+- YAML whose aliases expand to more than `yaml_safe.MAX_YAML_NODES` values (a "billion laughs") is
+  refused before it is expanded.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import math
 import os
 import re
 import types
@@ -23,6 +32,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 import yaml
 
 from searchgrpo.errors import UserError
+from searchgrpo.yaml_safe import safe_yaml
 
 
 class ConfigError(UserError):
@@ -52,6 +62,11 @@ def checked(default: Any, ok: Callable[[Any], bool], expected: str, show: Callab
 
 def at_least(default: Any, low: float) -> Any:
     return checked(default, lambda v: v >= low, f">= {low}")
+
+
+def between(default: Any, low: float, high: float) -> Any:
+    """A bounded size: below `low` is meaningless, above `high` cannot work on any machine."""
+    return checked(default, lambda v: low <= v <= high, f">= {low} and <= {high}")
 
 
 def positive(default: Any) -> Any:
@@ -128,7 +143,7 @@ class ModelConfig:
 class LoraConfig:
     """The LoRA adapter trained on top of the frozen base (peft)."""
 
-    r: int = at_least(16, 1)
+    r: int = between(16, 1, 4096)
     """Adapter rank."""
 
     alpha: float = positive(32.0)
@@ -146,7 +161,7 @@ class LoraConfig:
 class GRPOConfig:
     """Group Relative Policy Optimisation: sampling, advantages and the loss."""
 
-    num_generations: int = at_least(4, 2)
+    num_generations: int = between(4, 2, 1024)
     """K: clue sets sampled per state. The K samples of one state form a group."""
 
     temperature: float = positive(1.0)
@@ -155,10 +170,10 @@ class GRPOConfig:
     top_p: float = fraction(1.0, open_low=True)
     """Nucleus sampling mass."""
 
-    max_new_tokens: int = at_least(64, 1)
+    max_new_tokens: int = between(64, 1, 65536)
     """Longest completion (clue set) in tokens."""
 
-    max_prompt_tokens: int = at_least(1024, 16)
+    max_prompt_tokens: int = between(1024, 16, 1_048_576)
     """Prompts longer than this are cut from the left of the state tables (the question stays)."""
 
     epsilon: float = positive(0.2)
@@ -185,7 +200,7 @@ class GRPOConfig:
     advantage_eps: float = positive(1e-4)
     """Added to the std before dividing: adv = (r - mean) / (std + advantage_eps)."""
 
-    num_iterations: int = at_least(1, 1)
+    num_iterations: int = between(1, 1, 64)
     """Optimiser updates per batch of samples (mu). Above 1, the sampling policy's log-probs are
     kept as old log-probs and the ratio moves away from 1."""
 
@@ -280,10 +295,10 @@ class TrainConfig:
     max_steps: int | None = optional_positive(None)
     """Stop after this many optimiser steps in total (null: run all epochs)."""
 
-    states_per_step: int = at_least(2, 1)
+    states_per_step: int = between(2, 1, 100_000)
     """States per step; each gives one group of K samples."""
 
-    micro_batch_size: int = at_least(8, 1)
+    micro_batch_size: int = between(8, 1, 100_000)
     """Sequences per forward/backward pass; gradients accumulate across micro-batches."""
 
     lr: float = positive(5e-5)
@@ -352,13 +367,13 @@ class TrainConfig:
 class DemoConfig:
     """The embedded demo world: a generated corpus, questions and multi-agent checkpoints."""
 
-    questions: int = at_least(160, 1)
+    questions: int = between(160, 1, 1_000_000)
     """Multi-hop questions generated (each gets one run of checkpoints)."""
 
     seed: int = 0
     """Generator seed: the same seed and size always give the same world."""
 
-    distractors: int = non_negative(400)
+    distractors: int = between(400, 0, 10_000_000)
     """Extra documents about unrelated entities, to make search harder."""
 
 
@@ -388,7 +403,7 @@ class DataConfig:
     strict: bool = False
     """Stop at the first malformed checkpoint file instead of reporting and skipping it."""
 
-    max_table_rows: int = at_least(12, 1)
+    max_table_rows: int = between(12, 1, 100_000)
     """Rows shown per table in the prompt (the most recent are kept)."""
 
     demo: DemoConfig = field(default_factory=DemoConfig)
@@ -399,13 +414,13 @@ class DataConfig:
 class EnvConfig:
     """The search-round environment: retrieval and reward bounds (the checker is `checker`)."""
 
-    top_k: int = at_least(5, 1)
+    top_k: int = between(5, 1, 10_000)
     """Documents retrieved per clue; a sample's documents are the union over its clues."""
 
     min_clues: int = at_least(2, 1)
     """Fewest clues a completion should hold (asked for in the prompt, enforced by the reward)."""
 
-    max_clues: int = at_least(4, 1)
+    max_clues: int = between(4, 1, 1000)
     """Most clues a completion may hold; extra clues are dropped and penalised."""
 
     max_clue_words: int = at_least(12, 1)
@@ -450,11 +465,12 @@ class CheckerConfig:
     """Name of the environment variable that holds the server's API key (sent as a Bearer
     token when set; never logged)."""
 
-    max_concurrency: int = at_least(4, 1)
+    max_concurrency: int = between(4, 1, 1024)
     """Requests in flight at once (also the embedded server's parallel slots)."""
 
     timeout_s: float = positive(60.0)
-    """Timeout of one HTTP request, in seconds."""
+    """Time one HTTP request may take in all, in seconds: connecting, sending and the whole
+    reply (a server that trickles its reply is cut off here, not at each read)."""
 
     max_retries: int = non_negative(20)
     """Retries of a failed request (connection refused, timeout, 429 or 5xx), with exponential
@@ -462,7 +478,8 @@ class CheckerConfig:
 
     retry_deadline_s: float = positive(300.0)
     """Stop retrying a request this many seconds after its first attempt and fail the run with
-    a one-line error (a step is never scored with missing verdicts)."""
+    a one-line error (a step is never scored with missing verdicts). Attempts are cut short so
+    that the last one ends by then too."""
 
     structured_output: Literal["auto", "grammar", "json_schema", "choice", "none"] = "auto"
     """How the answer is constrained to one label: `grammar` (llama.cpp GBNF), `json_schema`
@@ -470,7 +487,7 @@ class CheckerConfig:
     `none` (parsing only). `auto`: grammar on the embedded server, json_schema elsewhere. A
     server that rejects the constraint is asked again without it."""
 
-    max_tokens: int = at_least(16, 1)
+    max_tokens: int = between(16, 1, 65536)
     """Most tokens of one reply."""
 
     max_doc_chars: int = at_least(1200, 50)
@@ -486,6 +503,11 @@ class CheckerConfig:
     server_threads: int = non_negative(0)
     """CPU threads of the embedded server. 0: every core, at most 8 (the trainer is idle while
     it waits for verdicts). Set fewer when other work shares the machine."""
+
+    max_reply_bytes: int = between(4 * 1024 * 1024, 1024, 1024**3)
+    """Largest reply body accepted from the server, in bytes. A longer reply is refused as soon as
+    it is announced (Content-Length) or read past this size, never read whole, and retried like
+    any failed attempt."""
 
 
 @dataclass(frozen=True)
@@ -581,8 +603,8 @@ def describe(cfg: Config) -> list[tuple[str, Any, str]]:
 
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
-
-
+NULL_WORDS = ("None", "none")
+"""Spellings read as null for a key that may be null, besides YAML's own `null` and `~`."""
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
@@ -604,7 +626,7 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
         return value
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
-        if value is None and type(None) in args:
+        if type(None) in args and (value is None or (isinstance(value, str) and value.strip() in NULL_WORDS)):
             return None
         for arg in args:
             if arg is type(None):
@@ -631,11 +653,16 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
         return value
     if tp is float:
         # YAML 1.1 reads "1e-5" (no dot) as a string; accept any plain number spelling.
-        if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
-            return float(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        number = float(value) if isinstance(value, str) and _NUMBER.fullmatch(value.strip()) else value
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
             raise bad
-        return float(value)
+        try:
+            number = float(number)
+        except OverflowError:  # an integer too large for a float
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(f"{source}: {key} = {value!r} is not valid: expected a finite number")
+        return number
     if tp is str:
         if not isinstance(value, str):
             raise bad
@@ -719,8 +746,10 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key or any(not p for p in key.split(".")):
         raise ConfigError(f"--set {text!r}: expected section.key=value, for example --set grpo.beta=0.0")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+        value = safe_yaml(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        if "billion laughs" in str(exc):
+            raise ConfigError(f"--set {key}: {exc}") from None
         value = raw
     return key, value
 
@@ -746,7 +775,7 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[
         if not p.is_file():
             raise ConfigError(f"{p}: config file not found")
         try:
-            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
+            loaded = safe_yaml(p.read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ConfigError(f"{p}: not valid YAML ({first})") from None

@@ -6,7 +6,22 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+# C0 and C1 controls, DEL, and the bidirectional overrides: what a terminal may act on rather
+# than show (ESC starts colour and cursor sequences, CR overwrites a line, U+202E reverses it).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    r"""`text` with every control character shown as an escape (`\x1b`) instead of acted on: text
+    from data or from a server is printed through this, so it can never drive the terminal.
+
+    >>> printable("red\x1b[31m\rdone")
+    'red\\x1b[31m\\rdone'
+    """
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], str(text))
 
 
 class UserError(Exception):
@@ -14,12 +29,13 @@ class UserError(Exception):
 
 
 def one_line(text: object, limit: int | None = None) -> str:
-    """`text` on one line (runs of whitespace and newlines become one space), cut to `limit`.
+    """`text` on one line (runs of whitespace and newlines become one space; other control
+    characters are escaped, `printable`), cut to `limit`.
 
     >>> one_line("Weights only load failed.\\n\\n  Please  check", 30)
     'Weights only load failed. Ple…'
     """
-    flat = " ".join(str(text).split())
+    flat = printable(" ".join(str(text).split()))
     return flat if limit is None or len(flat) <= limit else flat[: limit - 1] + "…"
 
 

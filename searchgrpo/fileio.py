@@ -3,6 +3,13 @@ expected.
 
 Files are written to a temporary sibling, flushed and fsynced, then renamed over the target (an
 atomic step on POSIX). Folders are filled under a temporary name and renamed when complete.
+
+What they leave behind has the permissions any file gets (0666 / 0777 less the umask), not the
+owner-only mode of `tempfile`'s temporaries (nor of the libraries that write through one of their
+own, such as safetensors): a merged model or a checkpoint must be readable by a server that runs as
+another user wherever the umask allows it. Temporary names hold the writer's
+pid (`<name>.tmp-<pid>-<random>`), so that leftovers of a killed writer can be told from the
+temporaries of one still running (`remove_stale_temporaries(..., only_dead=True)`).
 """
 
 from __future__ import annotations
@@ -16,6 +23,41 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
 TMP_MARK = ".tmp-"
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it (Linux: /proc/self/status; elsewhere the
+    classic set-and-restore, which is racy only against threads creating files at that instant)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _tmp_prefix(name: str) -> str:
+    return f"{name}{TMP_MARK}{os.getpid()}-"
+
+
+def _writer_alive(name: str) -> bool:
+    """Whether the process whose pid a temporary's name holds is still running on this machine
+    (names without a pid, or with one that is gone, are leftovers)."""
+    pid_text = name.split(TMP_MARK, 1)[1].split("-", 1)[0]
+    if not pid_text.isdigit():
+        return False
+    if int(pid_text) == os.getpid():  # this process: another thread may be writing it
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, as another user
+        return True
+    return True
 
 
 def fsync_dir(path: Path) -> None:
@@ -35,9 +77,15 @@ def atomic_write_with(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """Let `write` fill a temporary sibling of `path`, then rename it over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + TMP_MARK, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(path.name), dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
+            # mkstemp makes it 0600; a rewritten file keeps its mode, a new one gets the umask's.
+            try:
+                mode = path.stat().st_mode & 0o7777
+            except OSError:
+                mode = 0o666 & ~current_umask()
+            os.fchmod(fh.fileno(), mode)
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
@@ -68,13 +116,22 @@ def atomic_dir(target: Path, *, overwrite: bool = False) -> Iterator[Path]:
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=target.name + TMP_MARK, dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(target.name), dir=target.parent))
     try:
+        tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes it 0700
         yield tmp
+        # Whatever wrote the files, they end with the umask's permissions: safetensors (0.8) writes
+        # through an owner-only temporary of its own, which would keep another user's server out.
+        file_mode, dir_mode = 0o666 & ~current_umask(), 0o777 & ~current_umask()
         for f in tmp.rglob("*"):
+            if f.is_symlink():
+                continue
             if f.is_file():
+                f.chmod(file_mode)
                 with f.open("rb") as fh:
                     os.fsync(fh.fileno())
+            elif f.is_dir():
+                f.chmod(dir_mode)
         if target.exists():
             if not overwrite:
                 raise FileExistsError(f"{target} already exists")
@@ -92,13 +149,15 @@ def atomic_dir(target: Path, *, overwrite: bool = False) -> Iterator[Path]:
         raise
 
 
-def remove_stale_temporaries(folder: Path) -> list[Path]:
-    """Delete leftovers of interrupted atomic writes in `folder` (not recursive)."""
+def remove_stale_temporaries(folder: Path, *, only_dead: bool = False) -> list[Path]:
+    """Delete leftovers of interrupted atomic writes in `folder` (not recursive). With `only_dead`,
+    the temporaries of a writer still running on this machine are left alone (a folder that
+    several processes may write into, such as merge's output folder)."""
     removed: list[Path] = []
     if not folder.is_dir():
         return removed
     for p in folder.iterdir():
-        if TMP_MARK in p.name:
+        if TMP_MARK in p.name and not (only_dead and _writer_alive(p.name)):
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
             else:

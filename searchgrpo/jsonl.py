@@ -1,18 +1,44 @@
 """Reading JSONL files of records (corpora, question sets) without ever crashing on a bad line.
 
-Each line is decoded and parsed; invalid UTF-8, invalid JSON, a record the parser rejects and a
-repeated key are each reported as `path:line: reason` and skipped (or raised under `strict`).
+Each line is decoded and parsed; invalid UTF-8, invalid JSON, a record the parser rejects, a
+repeated key and a line longer than `MAX_LINE_BYTES` are each reported as `path:line: reason` and
+skipped (or raised under `strict`). A long line is read in bounded pieces and dropped as it comes,
+never held whole: memory stays within the cap whatever the file holds.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import BinaryIO, Callable, Iterator, TypeVar
 
 from searchgrpo.errors import IssueLog
 
 T = TypeVar("T")
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""Longest line read (a corpus document, a question with its documents); longer ones are skipped."""
+_SKIP_CHUNK = 1024 * 1024
+
+
+def _lines(fh: BinaryIO, cap: int) -> Iterator[tuple[int, bytes | None, int]]:
+    """(line number, line, length) of each line; the line is None when it is longer than `cap`
+    (its bytes are read in pieces and discarded, only counted)."""
+    lineno = 0
+    while True:
+        raw = fh.readline(cap + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) <= cap or raw.endswith(b"\n"):  # whole (the newline may be the cap's one extra byte)
+            yield lineno, raw, len(raw)
+            continue
+        length = len(raw)
+        while not raw.endswith(b"\n"):
+            raw = fh.readline(_SKIP_CHUNK)
+            if not raw:
+                break
+            length += len(raw)
+        yield lineno, None, length
 
 
 def read_records(path: Path, parse: Callable[[object], T], key: Callable[[T], str], what: str,
@@ -24,10 +50,14 @@ def read_records(path: Path, parse: Callable[[object], T], key: Callable[[T], st
     out: list[T] = []
     seen: set[str] = set()
     with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
+        for lineno, raw, length in _lines(fh, MAX_LINE_BYTES):
+            where = f"{path}:{lineno}"
+            if raw is None:
+                issues.report(where, f"line of {length / 2**20:.1f} MiB, above the {MAX_LINE_BYTES / 2**20:g} MiB "
+                                     "limit; skipped")
+                continue
             if not raw.strip():
                 continue
-            where = f"{path}:{lineno}"
             try:
                 record = parse(json.loads(raw.decode("utf-8")))
             except UnicodeDecodeError:

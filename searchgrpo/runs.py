@@ -5,7 +5,9 @@ benchmarks all run them, and how runs are found on disk.
   (the run folder whose config.yaml was written last) and of a run's checkpoints.
 - `train`: a Trainer whose events go to the caller's sink, to `runs/<id>/events.jsonl` and to the
   trackers of `train.report_to` (rank 0 only), so that a console can attach to the run and replay
-  it later.
+  it later. The log and the trackers open once the trainer has claimed its folder (a run that
+  fails its checks leaves none); every event is passed through `sinks.redacting` first, so no
+  registered secret reaches any of them.
 - `evaluate`, `merge`: the eval and merge jobs, with the libraries' chatter silenced.
 - `launch_data_parallel`: re-run a `searchgrpo train` command line under torchrun.
 - `stop_on_signals`: Ctrl-C / SIGTERM ask a run to stop with a checkpoint; a second one aborts.
@@ -106,25 +108,33 @@ class TrainResult:
 
 
 def train(cfg: Config, sink: EventSink, control: TrainerControl | None = None, *, run_dir: Path | None = None,
-          resume: bool = False, on_trainer: Callable[[Any], None] | None = None) -> TrainResult:
+          resume: bool = False, on_trainer: Callable[[Any], None] | None = None,
+          allow_changes: bool = False) -> TrainResult:
     """Run training to its end. Every event goes to `sink` and, on rank 0, to events.jsonl.
 
     `on_trainer` is called with the Trainer before it starts (the CLI uses it to report where an
-    aborted run's newest checkpoint is).
+    aborted run's newest checkpoint is). `allow_changes`: resume even though the config or the data
+    changed in ways that alter the optimisation (recorded in the run's config history).
     """
     quiet_libraries()
     from searchgrpo.errors import one_line
-    from searchgrpo.sinks import JsonlSink, fanout
+    from searchgrpo.sinks import JsonlSink, fanout, redacting
     from searchgrpo.trackers import check_trackers, close_all, open_trackers
     from searchgrpo.train.trainer import Trainer
 
     check_trackers(cfg)  # before the model loads: a missing tracker package is one line at once
-    trainer = Trainer(cfg, control=control, run_dir=run_dir, resume=resume)
+    trainer = Trainer(cfg, control=control, run_dir=run_dir, resume=resume, allow_changes=allow_changes)
     jsonl, trackers = None, []
+    trainer.sink = redacting(sink)
     if trainer.dist.is_main:  # one event log per job, and the trackers fed from the same events
-        jsonl = JsonlSink(trainer.run_dir / "events.jsonl")
-        trackers = open_trackers(cfg, trainer.run_dir, sink)
-        trainer.sink = fanout(jsonl, *trackers, sink)
+        jsonl = JsonlSink.deferred()
+
+        def claimed(folder: Path) -> None:
+            jsonl.open(folder / "events.jsonl")
+            trackers.extend(open_trackers(cfg, folder, sink))
+
+        trainer.sink = redacting(fanout(jsonl, lambda event: [t(event) for t in trackers], sink))
+        trainer.on_claimed = claimed
     if on_trainer is not None:
         on_trainer(trainer)
     try:
@@ -137,6 +147,32 @@ def train(cfg: Config, sink: EventSink, control: TrainerControl | None = None, *
         return TrainResult(summary)
     error = one_line(jsonl.error.strerror or jsonl.error) if jsonl.error else ""
     return TrainResult(summary, jsonl.dropped, error)
+
+
+def train_headless(cfg: Config, *, run_dir: Path | None = None, resume: bool = False,
+                   allow_changes: bool = False) -> int:
+    """`train --headless`: rich progress on the terminal, every event in events.jsonl. The error of a
+    failed run is left to the caller (the CLI prints it as its one `error:` line)."""
+    from searchgrpo.errors import printable
+    from searchgrpo.terminal import ConsoleSink, print_line
+
+    control = TrainerControl()
+    console = ConsoleSink(show_failure=False)
+    trainers: list[Any] = []
+    try:
+        with stop_on_signals(control, lambda text: print_line(console.console, text)):
+            result = train(cfg, console, control, run_dir=run_dir, resume=resume, on_trainer=trainers.append,
+                           allow_changes=allow_changes)
+    except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint for the step in progress
+        where = newest_checkpoint_note(trainers[0]) if trainers else "no checkpoint was written yet"
+        print_line(console.console, f"aborted: {printable(where)}; continue with --resume")
+        raise
+    if result.events_dropped:
+        print_line(console.console, f"warning: events.jsonl: {result.events_dropped} events could not be written "
+                                    f"({result.events_error or 'unknown'}); checkpoints are written separately")
+    if trainers and trainers[0].dist.is_main:
+        print_line(console.console, f"run folder: {printable(result.summary.run_dir)}")
+    return 0
 
 
 def newest_checkpoint_note(trainer: Any) -> str:

@@ -57,12 +57,14 @@ def print_line(console: Any, text: str) -> None:
 class ConsoleSink:
     """Headless progress on the terminal: a progress bar, one line per step, and notices."""
 
-    def __init__(self, console: Any = None, every: int = 1) -> None:
+    def __init__(self, console: Any = None, every: int = 1, show_failure: bool = True) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.console = console or Console(stderr=True)
         self.every = max(every, 1)
+        self.show_failure = show_failure
+        """False where the caller prints the error itself (the CLI's one `error:` line)."""
         self._progress = Progress(
             TextColumn("[bold]train"),
             BarColumn(),
@@ -127,7 +129,9 @@ class ConsoleSink:
             self._line(f"[bold]run {clean(event.reason)}[/] at step {event.step}")
         elif isinstance(event, RunFailed):
             self._progress.stop()
-            self._line(f"[bold red]run failed[/] at step {event.step}: {clean(one_line(event.error))}")
+            if self.show_failure:
+                self._line(f"[bold red]run failed[/] at step {event.step}: {clean(one_line(event.error))}")
+
 
 
 def checker_summary(metrics: dict[str, float]) -> str:
@@ -183,6 +187,8 @@ def merge_progress(console: Any, finished: list[MergeFinished]) -> Iterator[Even
                 for task in tasks.values():
                     progress.update(task, completed=5)
                 finished.append(event)
+            elif isinstance(event, LogMessage):
+                print_line(progress.console, f"{event.level}: {one_line(event.text)}")
 
         yield sink
 

@@ -1,5 +1,4 @@
-"""Shared fixtures and helpers: an isolated cache root, a tiny config, a small demo world, and
-running the `searchgrpo` command in a subprocess."""
+"""Shared fixtures: an isolated cache root, a tiny config, and a small demo world."""
 
 from __future__ import annotations
 
@@ -45,6 +44,17 @@ TINY_OVERRIDES = (
 )
 
 
+SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
+"""TINY_OVERRIDES as command-line options."""
+
+
+def searchgrpo(*args: str, cwd: Path, **kw) -> subprocess.Popen:
+    """The `searchgrpo` command in a subprocess (this checkout on its path), output merged."""
+    return subprocess.Popen([sys.executable, "-m", "searchgrpo", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}, **kw)
+
+
 def tiny_config(tmp_path: Path, *overrides: str) -> Config:
     """The tiny random model on a small demo world, writing runs under tmp_path."""
     return load_config(None, [*TINY_OVERRIDES, f"train.output_dir={tmp_path / 'runs'}", *overrides])
@@ -55,12 +65,15 @@ def tiny_cfg(tmp_path: Path) -> Config:
     return tiny_config(tmp_path)
 
 
-ROOT = Path(__file__).resolve().parents[1]
-SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
-"""The tiny config as `searchgrpo` command-line overrides."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` are skipped where CUDA is not available (CI has none)."""
+    if not any(item.get_closest_marker("gpu") for item in items):
+        return
+    import torch
 
-
-def searchgrpo(*args: str, cwd: Path, **kw) -> subprocess.Popen:
-    """`python -m searchgrpo ARGS` in `cwd`, stdout and stderr together as text."""
-    return subprocess.Popen([sys.executable, "-m", "searchgrpo", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, **kw)
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)

@@ -51,7 +51,8 @@ def assert_same_scores(ours: np.ndarray, ref: np.ndarray) -> None:
     assert np.array_equal(ours, ref)
 
 
-@pytest.mark.parametrize("seed, n_docs, vocab_size", [(0, 50, 20), (1, 300, 200), (2, 1000, 3000), (3, 7, 4)])
+@pytest.mark.parametrize("seed, n_docs, vocab_size",
+                         [(0, 50, 20), (1, 300, 200), pytest.param(2, 1000, 3000, marks=pytest.mark.slow), (3, 7, 4)])
 def test_scores_equal_rank_bm25_on_random_corpora(seed, n_docs, vocab_size):
     docs = random_corpus(seed, n_docs, vocab_size)
     ref = BM25Okapi(docs)
@@ -106,6 +107,7 @@ def realistic_queries(corpus: Corpus, n: int, seed: int = 0) -> list[str]:
     return out + ["", "   ", "!!!", "unknownword", "the the the", "in is a the of"]
 
 
+@pytest.mark.slow
 def test_search_matches_rank_bm25_on_the_demo_world(demo_corpus):
     ref, fast = BM25Search(demo_corpus), SparseBM25Search(demo_corpus)
     for q in realistic_queries(demo_corpus, 40):

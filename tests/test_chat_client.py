@@ -59,6 +59,7 @@ def test_prompt_holds_question_sub_goals_and_cut_document():
     assert len(text) < 400 and "…" in text
 
 
+@pytest.mark.slow
 def test_server_down_at_start_fails_in_one_line_within_seconds(tmp_path):
     url = f"http://127.0.0.1:{closed_port()}/v1"
     cfg = tiny_config(tmp_path, "checker.backend=llm", f"checker.server={url}")

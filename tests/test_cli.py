@@ -14,6 +14,8 @@ from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import latest_checkpoint, list_checkpoints
 from tests.conftest import SETS, searchgrpo
 
+pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+
 runner = CliRunner()
 
 
@@ -28,7 +30,7 @@ def test_bad_override_is_one_line_exit_2(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert out.strip().splitlines() == [
-        "error: <defaults> + --set: grpo.num_generations = 1 is out of range: expected >= 2"
+        "error: <defaults> + --set: grpo.num_generations = 1 is out of range: expected >= 2 and <= 1024"
     ]
 
 

@@ -20,6 +20,8 @@ from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.errors import UserError
 from tests.conftest import tiny_config
 
+pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 SETS = ["hotpotqa.jsonl", "2wikimultihopqa.jsonl"]

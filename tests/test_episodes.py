@@ -94,6 +94,7 @@ def trained(tmp_path_factory):
     return cfg, Trainer(cfg).train().run_dir
 
 
+@pytest.mark.slow
 def test_episode_eval_report(trained, tmp_path):
     cfg, run_dir = trained
     ckpt = str(run_dir / "checkpoints" / "step-000001")

@@ -15,6 +15,8 @@ from searchgrpo.retrieval.clues import fused_ranking
 from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
 
+pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+
 
 def test_fused_ranking_is_round_robin_over_clues():
     docs = [("a", 0, 0), ("b", 0, 1), ("c", 1, 0), ("d", 1, 1), ("e", 2, 0)]

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import searchgrpo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +24,7 @@ def test_every_core_module_is_found():
     assert {"searchgrpo.data.traces", "searchgrpo.train.trainer", "searchgrpo.runs"} <= set(CORE_MODULES)
 
 
+@pytest.mark.slow
 def test_core_modules_do_not_import_textual():
     loaded = _loaded_after("\n".join(f"import {m}" for m in CORE_MODULES))
     assert "textual" not in loaded and "tui" not in loaded

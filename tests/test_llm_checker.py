@@ -27,6 +27,8 @@ from searchgrpo.events import RunFinished, StepFinished
 from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
 
+pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+
 SECRET = "sk-test-not-a-real-key"
 WORLD = generate_world(3, 0, seed=5)
 DOCS = WORLD.documents

@@ -13,6 +13,8 @@ from searchgrpo.policy.model import load_policy, resolve_base
 from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
 
+pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):

@@ -43,6 +43,7 @@ def _prompts(tok):
             tok("Entities: none").input_ids]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", [(), ("model.gradient_checkpointing=true",), ("model.attn_implementation=eager",)],
                          ids=["sdpa", "checkpointing", "eager"])
 def test_shared_prefix_logprobs_and_gradients_equal_plain(overrides):
@@ -160,7 +161,7 @@ def test_generate_decoders_agree(policy):
     assert resolve_decoder(model, "graph", "cpu") == "static"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.gpu
 @pytest.mark.parametrize("decoder", ["graph", "fused"])
 def test_graph_decoders_hold_no_gpu_memory_between_calls(decoder):
     """A captured decode leaves nothing behind: each sampling call used to keep a cuBLAS

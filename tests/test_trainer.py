@@ -23,6 +23,8 @@ from searchgrpo.train.checkpoints import latest_checkpoint, list_checkpoints
 from searchgrpo.train.trainer import Trainer, TrainerControl
 from tests.conftest import tiny_config
 
+pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+
 
 def run(cfg, **kw):
     events = []

@@ -1,15 +1,21 @@
 """A small client for OpenAI-compatible `/v1/chat/completions` servers (vLLM, llama.cpp, ...).
 
-It speaks plain HTTP with the standard library (urllib): the frozen agents need one POST and one
-GET, so a client library would add a dependency and nothing else. It adds what a training run
-needs from a server it does not control:
+It speaks plain HTTP with the standard library (`http_exchange`, over http.client): the frozen
+agents need one POST and one GET, so a client library would add a dependency and nothing else. It
+adds what a training run needs from a server it does not control:
 
 - a health check that fails in one line, within seconds, naming the URL;
-- retries of transient failures (connection refused or reset, timeouts, replies cut short or
-  not JSON, 429 and 5xx) with
-  exponential backoff, until `max_retries` retries or `retry_deadline_s` seconds have passed, so
-  that a server that restarts mid-run costs time but no step;
-- the API key from an environment variable, sent as a Bearer token and never logged or shown;
+- retries of transient failures (connection refused or reset, timeouts, replies cut short, not
+  JSON or over the size cap, 429 and 5xx) with exponential backoff, until `max_retries` retries
+  or `retry_deadline_s` seconds have passed (attempts are cut short so that the last one ends by
+  then), so that a server that restarts mid-run costs time but no step;
+- `timeout_s` bounds each whole request and `max_reply_bytes` each reply, so a server that
+  trickles or floods cannot hold a run or fill its memory;
+- the API key from an environment variable, checked when the client is made (a CR, LF or other
+  character a header cannot carry is refused in one line that does not show the key), sent as a
+  Bearer token, registered with `searchgrpo.redact` and never logged or shown;
+- a request that cannot be built (`RequestInvalid`, not retried) told apart from a server that
+  cannot be reached (`ServerUnavailable`);
 - constraining a reply to a fixed set of words or a JSON schema with whatever structured-output
   support the server has (`constrain`).
 """
@@ -19,24 +25,35 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from searchgrpo.errors import UserError
+from searchgrpo.agents.http_exchange import (
+    ExchangeTimeout,
+    ReplyTooLarge,
+    RequestNotBuilt,
+    StatusError,
+    check_header_value,
+    exchange,
+)
+from searchgrpo.errors import UserError, one_line
+from searchgrpo.redact import add_secret, scrub
 
 BACKOFF_START_S = 0.5
 BACKOFF_MAX_S = 10.0
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 STRUCTURED_MODES = ("grammar", "json_schema", "choice", "none")
+DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024
 
 
 class ServerUnavailable(UserError):
     """The server could not be reached or kept failing past the retry budget."""
+
+
+class RequestInvalid(UserError):
+    """A request could not be built (nothing was sent): a fix on this side, never retried."""
 
 
 class RequestRejected(UserError):
@@ -63,8 +80,26 @@ class ClientStats:
 
 
 def _one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(scrub(text), limit)
+
+
+def checked_api_key(key: str, where: str) -> str:
+    """`key`, registered as a secret; refused in one line that does not show it when it holds a
+    character an HTTP header cannot carry (a CR or LF pasted with it, say). `where` names its source."""
+    if key:
+        try:
+            check_header_value("Authorization", key)
+        except RequestNotBuilt as exc:
+            what = str(exc).split(" would hold ", 1)[1]
+            raise UserError(f"{where} holds {what} of its {len(key)} characters; the key was not used "
+                            "(set it again without it)") from None
+        add_secret(key)
+    return key
+
+
+def api_key_from_env(name: str | None) -> str:
+    """The key in `$name` ('' when unset or `name` is None), checked (`checked_api_key`)."""
+    return checked_api_key(os.environ.get(name, ""), f"${name}") if name else ""
 
 
 class ChatClient:
@@ -75,16 +110,21 @@ class ChatClient:
         base_url: str,
         *,
         api_key_env: str | None = None,
+        api_key: str | None = None,
         timeout_s: float = 60.0,
         max_retries: int = 20,
         retry_deadline_s: float = 300.0,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
+        self._api_key = (checked_api_key(api_key, "the API key") if api_key is not None
+                         else api_key_from_env(api_key_env))
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.retry_deadline_s = retry_deadline_s
+        self.max_reply_bytes = max_reply_bytes
         self.stats = ClientStats()
         self._closed = threading.Event()
         self._sleep = sleep or self._closed.wait  # close() cuts a backoff short
@@ -96,27 +136,28 @@ class ChatClient:
         """Stop retrying: requests waiting for a retry fail at once (a closing run must not wait)."""
         self._closed.set()
 
-    def _key(self) -> str:
-        return os.environ.get(self.api_key_env, "") if self.api_key_env else ""
-
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        key = self._key()
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
         return headers
 
     def redact(self, text: str) -> str:
         """`text` from the server with the API key blanked out: a server or proxy that echoes the
         request (its headers in an error body, say) must not put the key into errors or events."""
-        key = self._key()
-        return text.replace(key, "[api key]") if key and key in text else text
+        return scrub(text)
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None, timeout: float) -> Any:
         data = json.dumps(body).encode("utf-8") if body is not None else None
-        req = urllib.request.Request(self.base_url + path, data=data, method=method, headers=self._headers())
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return json.loads(resp.read().decode("utf-8"))
+        url = self.base_url + path
+        try:
+            _, raw = exchange(method, url, body=data, headers=self._headers(), timeout_s=timeout,
+                              max_bytes=self.max_reply_bytes)
+        except RequestNotBuilt as exc:
+            raise RequestInvalid(f"checker request to {url} could not be built ({exc}); nothing was sent") from None
+        except ReplyTooLarge as exc:
+            raise ReplyTooLarge(f"{exc} (checker.max_reply_bytes)") from None
+        return json.loads(raw.decode("utf-8"))
 
     # ------------------------------------------------------------------ health
 
@@ -128,18 +169,18 @@ class ChatClient:
             try:
                 listing = self._request("GET", "/models", None, timeout=max(deadline - time.monotonic(), 0.5))
                 break
-            except urllib.error.HTTPError as exc:
-                if exc.code in (401, 403):
+            except StatusError as exc:
+                if exc.status in (401, 403):
                     where = f"${self.api_key_env}" if self.api_key_env else "the API key"
-                    raise UserError(f"checker server {url} refused the API key (HTTP {exc.code}); check {where}") from None
-                if exc.code != 503 or time.monotonic() >= deadline:  # 503: llama.cpp still loading
-                    raise ServerUnavailable(f"checker server {url} answered HTTP {exc.code}; is it an "
+                    raise UserError(f"checker server {url} refused the API key (HTTP {exc.status}); "
+                                    f"check {where}") from None
+                if exc.status != 503 or time.monotonic() >= deadline:  # 503: llama.cpp still loading
+                    raise ServerUnavailable(f"checker server {url} answered HTTP {exc.status}; is it an "
                                             "OpenAI-compatible server (base URL ending in /v1)?") from None
-            except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+            except (OSError, ValueError, http.client.HTTPException) as exc:
                 if time.monotonic() >= deadline:
-                    reason = getattr(exc, "reason", exc)
                     raise ServerUnavailable(
-                        f"checker server {url} is unreachable ({_one_line(str(reason))}); start it "
+                        f"checker server {url} is unreachable ({_one_line(_reason(exc))}); start it "
                         "(`searchgrpo serve`) or set checker.server"
                     ) from None
             self._sleep(0.2)
@@ -152,6 +193,7 @@ class ChatClient:
         """POST /chat/completions, retrying transient failures; the decoded JSON reply."""
         url = f"{self.base_url}/chat/completions"
         first = time.monotonic()
+        deadline = first + self.retry_deadline_s
         backoff = BACKOFF_START_S
         attempt = 0
         while True:
@@ -160,38 +202,54 @@ class ChatClient:
                 self.stats.in_flight += 1
                 self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
             try:
-                reply = self._request("POST", "/chat/completions", body, timeout=self.timeout_s)
+                # The last attempt ends by the deadline: it gets what is left of it, at most timeout_s.
+                timeout = min(self.timeout_s, max(deadline - start, 0.001))
+                reply = self._request("POST", "/chat/completions", body, timeout=timeout)
                 if not isinstance(reply, dict):
                     raise ValueError("reply is not a JSON object")
                 with self.stats.lock:
                     self.stats.calls += 1
                     self.stats.latency_s += time.monotonic() - start
                 return reply
-            except urllib.error.HTTPError as exc:
-                if exc.code not in RETRYABLE_STATUS:
-                    detail = _one_line(self.redact(exc.read().decode("utf-8", "replace"))) if exc.fp else ""
-                    raise RequestRejected(f"checker server {url} rejected a request (HTTP {exc.code}): {detail}",
-                                          exc.code) from None
-                error = f"HTTP {exc.code}"
-            except (urllib.error.URLError, OSError, socket.timeout, ValueError, http.client.HTTPException) as exc:
+            except StatusError as exc:
+                if exc.status not in RETRYABLE_STATUS:
+                    raise RequestRejected(f"checker server {url} rejected a request (HTTP {exc.status}): "
+                                          f"{_one_line(exc.body)}", exc.status) from None
+                error = f"HTTP {exc.status}"
+            except (OSError, ValueError, http.client.HTTPException) as exc:
                 # HTTPException: a reply cut short (IncompleteRead) or a bad status line.
-                error = _one_line(self.redact(str(getattr(exc, "reason", exc)) or type(exc).__name__))
+                error = _one_line(_reason(exc))
             finally:
                 with self.stats.lock:
                     self.stats.in_flight -= 1
             with self.stats.lock:
                 self.stats.failures += 1
             attempt += 1
-            elapsed = time.monotonic() - first
+            now = time.monotonic()
+            elapsed = now - first
             if self._closed.is_set():
                 raise ServerUnavailable(f"checker client for {url} was closed during a retry (last: {error})")
-            if attempt > self.max_retries or elapsed + backoff > self.retry_deadline_s:
+            if attempt > self.max_retries or now + backoff >= deadline:
                 raise ServerUnavailable(
-                    f"checker server {url} failed {attempt} times over {elapsed:.0f} s (last: {error}); "
+                    f"checker server {url} failed {attempt} times over {elapsed:.1f} s (last: {error}); "
                     "the run stops here and resumes from its last checkpoint with --resume"
                 )
             self._sleep(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong with an attempt, in words (never a header value: those are checked before
+    anything is sent)."""
+    if isinstance(exc, (ExchangeTimeout, ReplyTooLarge)):
+        return str(exc)
+    if isinstance(exc, json.JSONDecodeError):
+        return f"reply is not JSON ({exc.msg})"
+    if isinstance(exc, UnicodeDecodeError):
+        return "reply is not UTF-8"
+    text = str(getattr(exc, "strerror", None) or exc)
+    return f"{type(exc).__name__}: {text}" if text and not text.startswith(type(exc).__name__) else \
+        (text or type(exc).__name__)
 
 
 def reply_text(reply: dict[str, Any]) -> str:

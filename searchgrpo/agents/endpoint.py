@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from searchgrpo.agents.chat_client import ChatClient
+from searchgrpo.agents.chat_client import ChatClient, api_key_from_env
 from searchgrpo.agents.llm_checker import LLMChecker
 from searchgrpo.agents.server import EmbeddedServer
 from searchgrpo.agents.verdict_cache import VerdictCache
@@ -42,18 +42,21 @@ def open_endpoint(cfg: Config) -> ChatEndpoint:
     """Start the embedded server (`checker.server: embedded`) or check the external one. The
     server must answer a health check within seconds, else a one-line error names its URL."""
     cc = cfg.checker
+    key = api_key_from_env(cc.api_key_env)  # a key that cannot be sent is refused here, at the start
     server: EmbeddedServer | None = None
     if cc.server == "embedded":
         gguf = Path(cc.gguf).expanduser() if cc.gguf else embedded_gguf_path()
-        server = EmbeddedServer(gguf, parallel=cc.max_concurrency, threads=cc.server_threads).start()
+        # With a key set, the embedded server checks it too: no other local user can borrow it.
+        server = EmbeddedServer(gguf, parallel=cc.max_concurrency, threads=cc.server_threads, api_key=key).start()
         base_url = server.base_url
         # The file's name and size identify the model in the cache, whatever it is served as.
         cache_model = f"gguf:{gguf.name}:{gguf.stat().st_size}"
     else:
         base_url, cache_model = cc.server, ""
     try:
-        client = ChatClient(base_url, api_key_env=cc.api_key_env, timeout_s=cc.timeout_s,
-                            max_retries=cc.max_retries, retry_deadline_s=cc.retry_deadline_s)
+        client = ChatClient(base_url, api_key_env=cc.api_key_env, api_key=key, timeout_s=cc.timeout_s,
+                            max_retries=cc.max_retries, retry_deadline_s=cc.retry_deadline_s,
+                            max_reply_bytes=cc.max_reply_bytes)
         served = client.health(timeout_s=5.0)
         model = cc.model or (server.alias if server else (served[0] if served else None))
         if model is None:

@@ -9,12 +9,14 @@ server's structured-output support (`chat_client.constrain`) and parsed robustly
 JSON {"label": ...}, or the first label word in the text. An unparsable reply is counted and
 labelled IRRELEVANT; it never stops a run.
 
-Verdicts are looked up in the `VerdictCache` first; only misses are sent, `max_concurrency` at a
-time. `stats()` returns running counters that the trainer turns into per-step `checker/*` metrics.
+Verdicts are looked up in the `VerdictCache` first, keyed by digests of the question, of the
+document as shown and of the prompt's wording (`PROMPT_ID`); only misses are sent,
+`max_concurrency` at a time. `stats()` returns running counters that the trainer turns into per-step `checker/*` metrics.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -24,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 from searchgrpo.agents.chat_client import ChatClient, RequestRejected, constrain, reply_text
 from searchgrpo.agents.checker import CheckRequest, Verdict
-from searchgrpo.agents.verdict_cache import CacheKey, VerdictCache, question_key
+from searchgrpo.agents.verdict_cache import CacheKey, VerdictCache, document_key, question_key
 from searchgrpo.data.labels import Label
 
 PROMPT_VERSION = "checker-v1"
@@ -45,10 +47,14 @@ _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 _LABEL_WORD = re.compile(r"\b(IRRELEVANT|IMPORTANT|RELEVANT)\b", re.IGNORECASE)
 
 
+def shown_text(text: str, max_doc_chars: int) -> str:
+    """A document's text as the prompt shows it: whitespace collapsed, cut to max_doc_chars."""
+    text = " ".join(text.split())
+    return text[:max_doc_chars].rstrip() + " …" if len(text) > max_doc_chars else text
+
+
 def user_prompt(request: CheckRequest, max_doc_chars: int) -> str:
-    text = " ".join(request.text.split())
-    if len(text) > max_doc_chars:
-        text = text[:max_doc_chars].rstrip() + " …"
+    text = shown_text(request.text, max_doc_chars)
     lines = [f"Question: {request.question}"]
     if request.sub_goals:
         lines.append("Sub-goals:")
@@ -56,6 +62,13 @@ def user_prompt(request: CheckRequest, max_doc_chars: int) -> str:
     lines += ["", f"Document title: {request.title}", f"Document text: {text}", "",
               "Label (IMPORTANT, RELEVANT or IRRELEVANT):"]
     return "\n".join(lines)
+
+
+def _prompt_id() -> str:
+    """PROMPT_VERSION with a digest of the prompt's wording (system prompt and user template), so
+    that a reworded prompt never reads verdicts cached under the old one."""
+    template = user_prompt(CheckRequest("", "{question}", ("{goal}",), "", "{title}", "{text}"), 10**9)
+    return f"{PROMPT_VERSION}:{hashlib.sha256((SYSTEM_PROMPT + template).encode()).hexdigest()[:12]}"
 
 
 def build_messages(request: CheckRequest, max_doc_chars: int) -> list[dict[str, str]]:
@@ -81,6 +94,9 @@ def parse_label(text: str) -> Label | None:
                 return label
     match = _LABEL_WORD.search(text)
     return Label(match.group(1).upper()) if match else None
+
+
+PROMPT_ID = _prompt_id()
 
 
 class LLMChecker:
@@ -154,8 +170,8 @@ class LLMChecker:
 
     def check(self, requests: Sequence[CheckRequest]) -> list[Verdict]:
         start = time.monotonic()
-        keys = [CacheKey(question_key(r.question, r.sub_goals), r.docid, self.cache_model, PROMPT_VERSION)
-                for r in requests]
+        keys = [CacheKey(question_key(r.question, r.sub_goals), r.docid, self.cache_model, PROMPT_ID,
+                         document_key(r.title, shown_text(r.text, self.max_doc_chars))) for r in requests]
         known: dict[CacheKey, Verdict] = {}
         if self.cache is not None:
             known = {k: Verdict(Label(label), reason) for k, (label, reason) in self.cache.get_many(set(keys)).items()}

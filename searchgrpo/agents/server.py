@@ -6,17 +6,23 @@ from the prebuilt CPU wheel on PyPI, so it runs on a laptop and in CI with no do
 it serves the SmolLM2 GGUF the policy starts from, so the frozen agents are the base model, as in
 the seed. Use it as a context manager; `stop()` frees the port and `start()` can take the same
 port again (the tests restart it mid-run).
+
+Given an `api_key`, llama.cpp answers only requests that send it as a Bearer token (401
+otherwise). `searchgrpo serve` refuses an address other than loopback without one unless told
+`--insecure` (`is_loopback`); the port must be 0 to 65535, 0 meaning any free port.
 """
 
 from __future__ import annotations
 
 import gc
+import ipaddress
 import os
+import socket
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from searchgrpo.agents.chat_client import ChatClient
+from searchgrpo.agents.chat_client import ChatClient, api_key_from_env
 from searchgrpo.errors import UserError
 
 SLOT_CONTEXT = 4096
@@ -34,6 +40,23 @@ def default_threads() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` names is a loopback one (127.0.0.0/8, ::1): only this machine
+    can reach a server there. An address that does not resolve counts as exposed."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError):
+        return False
+    addresses = {info[4][0].split("%")[0] for info in infos}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+def check_port(port: int) -> int:
+    if not 0 <= port <= 65535:
+        raise UserError(f"port {port} is out of range: expected 0 to 65535 (0: any free port)")
+    return port
+
+
 def model_name(gguf: Path) -> str:
     """The served name of a GGUF: its file name without quantisation suffix and extension."""
     return gguf.name.removesuffix(".gguf").split(".")[0]
@@ -43,10 +66,12 @@ class EmbeddedServer:
     """llama.cpp serving one GGUF over HTTP in this process (see the module docstring)."""
 
     def __init__(self, gguf: str | Path, *, host: str = "127.0.0.1", port: int = 0, parallel: int = 4,
-                 threads: int = 0, alias: str | None = None) -> None:
+                 threads: int = 0, alias: str | None = None, api_key: str | None = None) -> None:
         self.gguf = Path(gguf).expanduser()
         self.host = host
-        self.port = port
+        self.port = check_port(port)
+        self.api_key = api_key or None
+        """Requests must send it as a Bearer token (never shown; None: no key is checked)."""
         self.parallel = parallel
         self.threads = threads or default_threads()
         self.alias = alias or model_name(self.gguf)
@@ -80,6 +105,8 @@ class EmbeddedServer:
         params.cpuparams.n_threads = self.threads
         params.cpuparams_batch.n_threads = self.threads
         params.verbosity = 0  # llama.cpp's logs would flood the console
+        if self.api_key:
+            params.api_keys = [self.api_key]
         with self._lock:
             if self._server is not None:
                 return self
@@ -90,7 +117,7 @@ class EmbeddedServer:
                 raise UserError(f"embedded checker server did not start on {where} with {self.gguf.name} "
                                 f"({exc}); is the port taken or the file not a GGUF model?") from None
             self.port = int(self._server.listening_address.rstrip("/").rsplit(":", 1)[1])
-        ChatClient(self.base_url).health(timeout_s=health_timeout_s)
+        ChatClient(self.base_url, api_key=self.api_key or "").health(timeout_s=health_timeout_s)
         return self
 
     def stop(self) -> None:
@@ -107,3 +134,37 @@ class EmbeddedServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+
+
+def serve_until_interrupted(cfg: Any, *, host: str, port: int, api_key_env: str | None, insecure: bool,
+                            say: Callable[..., None]) -> None:
+    """`searchgrpo serve`: checker.gguf on host:port until Ctrl-C. The key in `$api_key_env` (else
+    $checker.api_key_env, when set) is required of every request; an address other than loopback
+    needs `api_key_env` given explicitly, or `insecure` (then a warning is said)."""
+    import time
+
+    from searchgrpo.embedded import embedded_gguf_path
+
+    cc = cfg.checker
+    key = api_key_from_env(api_key_env or cc.api_key_env)
+    if api_key_env and not key:
+        raise UserError(f"--api-key-env {api_key_env}: ${api_key_env} is not set; export the key clients must send")
+    if not is_loopback(host):
+        if not (api_key_env or insecure):
+            raise UserError(f"--host {host} can be reached from other machines: give --api-key-env VAR (a variable "
+                            "holding the key clients must send), or --insecure to serve without one")
+        if not key:
+            say(f"warning: serving on {host} without an API key (--insecure): anyone who can reach it can use "
+                "the model", warning=True)
+    gguf = Path(cc.gguf).expanduser() if cc.gguf else embedded_gguf_path()
+    server = EmbeddedServer(gguf, host=host, port=port, parallel=cc.max_concurrency, threads=cc.server_threads,
+                            api_key=key)
+    with server:
+        try:
+            say(f"serving {server.alias} at {server.base_url} ({server.parallel} slots, {server.threads} threads"
+                f"{', API key required' if key else ''})")
+            say(f"use it with:  --set checker.backend=llm --set checker.server={server.base_url}", warning=False)
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            say("stopping")

@@ -1,9 +1,12 @@
 """The on-disk verdict cache of the LLM DocumentChecker (SQLite from the standard library).
 
-The checker is frozen, so the verdict for one (question, docid, checker model, prompt version)
-never changes: a group's overlapping documents, the other states of a question and every later
-epoch are answered from here. The "question" part of the key is a digest of everything about the
-question that the prompt shows (its text and sub-goals).
+The checker is frozen, so the verdict for one (question, document, checker model, prompt) never
+changes: a group's overlapping documents, the other states of a question and every later epoch are
+answered from here. The key holds digests of everything the prompt shows: the question (its text
+and sub-goals), the document (its title and the text as shown, `doc_key`), and the prompt itself
+(`prompt_version` names it and carries a digest of its wording), so an edited document, a
+longer `max_doc_chars` or a reworded prompt is labelled again, never answered from an old row.
+(Rows of the first table, `verdicts`, had no document digest; they are not read.)
 
 One connection in WAL mode, shared by the checker's threads under a lock; several processes may
 use the same file (SQLite locks it; writers wait up to `busy_timeout`). Rows are plain text
@@ -20,16 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS verdicts (
+TABLE = "verdicts_v2"
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
     question_key   TEXT NOT NULL,
     docid          TEXT NOT NULL,
+    doc_key        TEXT NOT NULL,
     model          TEXT NOT NULL,
     prompt_version TEXT NOT NULL,
     label          TEXT NOT NULL,
     reason         TEXT NOT NULL DEFAULT '',
     created        REAL NOT NULL,
-    PRIMARY KEY (question_key, docid, model, prompt_version)
+    PRIMARY KEY (question_key, docid, doc_key, model, prompt_version)
 ) WITHOUT ROWID
 """
 _CHUNK = 400  # keys per SELECT: far below SQLite's limit on bound parameters
@@ -41,16 +46,23 @@ def question_key(question: str, sub_goals: Sequence[str]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def document_key(title: str, shown_text: str) -> str:
+    """A digest of a document as the checker sees it: its title and the text the prompt shows."""
+    return hashlib.sha256((title.strip() + "\n" + shown_text).encode("utf-8")).hexdigest()[:32]
+
+
 @dataclass(frozen=True)
 class CacheKey:
     question_key: str
     docid: str
     model: str
     prompt_version: str
+    doc_key: str = ""
+    """`document_key` of the document's title and shown text."""
 
 
 class VerdictCache:
-    """(question, docid, model, prompt version) -> (label, reason), persisted in SQLite."""
+    """(question, document, model, prompt) -> (label, reason), persisted in SQLite."""
 
     def __init__(self, path: str | Path, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
@@ -72,27 +84,28 @@ class VerdictCache:
             for (model, version), group in by_group.items():
                 for start in range(0, len(group), _CHUNK):
                     chunk = group[start:start + _CHUNK]
-                    wanted = {(k.question_key, k.docid): k for k in chunk}
-                    marks = ",".join("(?, ?)" for _ in chunk)
+                    wanted = {(k.question_key, k.docid, k.doc_key): k for k in chunk}
+                    marks = ",".join("(?, ?, ?)" for _ in chunk)
                     rows = self._db.execute(
-                        "SELECT question_key, docid, label, reason FROM verdicts "
-                        f"WHERE model = ? AND prompt_version = ? AND (question_key, docid) IN (VALUES {marks})",
-                        [model, version, *(v for k in chunk for v in (k.question_key, k.docid))],
+                        f"SELECT question_key, docid, doc_key, label, reason FROM {TABLE} WHERE model = ? AND "
+                        f"prompt_version = ? AND (question_key, docid, doc_key) IN (VALUES {marks})",
+                        [model, version, *(v for k in chunk for v in (k.question_key, k.docid, k.doc_key))],
                     ).fetchall()
-                    for qkey, docid, label, reason in rows:
-                        found[wanted[(qkey, docid)]] = (label, reason)
+                    for qkey, docid, dkey, label, reason in rows:
+                        found[wanted[(qkey, docid, dkey)]] = (label, reason)
         return found
 
     def put_many(self, items: Iterable[tuple[CacheKey, str, str]]) -> None:
         """Store (key, label, reason) rows in one transaction; an existing row is kept."""
         now = time.time()
-        rows = [(k.question_key, k.docid, k.model, k.prompt_version, label, reason, now) for k, label, reason in items]
+        rows = [(k.question_key, k.docid, k.doc_key, k.model, k.prompt_version, label, reason, now)
+                for k, label, reason in items]
         if not rows:
             return
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("INSERT OR IGNORE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                self._db.executemany(f"INSERT OR IGNORE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -100,7 +113,7 @@ class VerdictCache:
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+            return int(self._db.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:

@@ -87,3 +87,26 @@ def write_corpus(path: str | os.PathLike[str], documents: Iterable[Document]) ->
     """Write documents as JSONL, atomically."""
     lines = (json.dumps({"docid": d.docid, "title": d.title, "text": d.text}, ensure_ascii=False) for d in documents)
     atomic_write_text(Path(path), "".join(line + "\n" for line in lines))
+
+
+def complete_corpus(path: Path, documents: list[Document]) -> tuple[list[Document], str]:
+    """Make the corpus file `path` hold every one of `documents` as given: written when missing,
+    rewritten (the given ones first, then those only the file had, which older traces may use) when
+    one is missing or differs. Returns the corpus now in the file, and a note when it was rewritten."""
+    if not path.is_file():
+        write_corpus(path, documents)
+        return documents, ""
+    try:
+        existing = list(load_corpus(path, IssueLog()))
+    except UserError:  # nothing valid in it: rewritten whole
+        existing = []
+    have = {d.docid: d for d in existing}
+    added = sum(1 for d in documents if d.docid not in have)
+    changed = sum(1 for d in documents if d.docid in have and have[d.docid] != d)
+    if not added and not changed:
+        return existing, ""
+    given = {d.docid for d in documents}
+    complete = [*documents, *(d for d in existing if d.docid not in given)]
+    write_corpus(path, complete)
+    return complete, (f"{path}: rewritten for the question set as it is now ({added} documents added, {changed} "
+                      f"changed, {len(complete) - len(documents)} kept for earlier traces)")

@@ -33,6 +33,17 @@ class Dataset:
     """Each question's state before round 1 (`LoadedStates.initial`): where its episodes start."""
     answers: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
+    def issue_summary(self, shown: int) -> list[str]:
+        """Warnings about the malformed inputs skipped: the first `shown`, then the count."""
+        issues = self.issues.issues
+        lines = [f"skipped {issue}" for issue in issues[:shown]]
+        if len(issues) > shown:
+            lines.append(f"... and {len(issues) - shown} more malformed inputs skipped")
+        if issues:
+            lines.append(f"{len(issues)} malformed inputs skipped in all (data.strict / --strict stops at the "
+                         "first instead)")
+        return lines
+
 
 def read_dataset(data: DataConfig, traces_dir: Path, corpus_path: Path, *, split: bool = True,
                  strict: bool | None = None, is_demo: bool = False) -> Dataset:

@@ -9,7 +9,10 @@ already have a `meta.json` are skipped, so an interrupted collect resumes where 
 same inputs and seed always give the same traces (the LLM agents answer greedily).
 
 `collect_to_folder` does it for a whole question set: it writes the pooled corpus
-(`corpus.jsonl`), then `traces/`, ready for `data.corpus` and `data.traces`.
+(`corpus.jsonl`), then `traces/`, ready for `data.corpus` and `data.traces`. Collecting again into
+the same folder after the question set grew (or a document changed) rewrites the corpus, so that
+every document of the set, gold ones first of all, is in it; documents only older traces use are
+kept, so those still resolve. `searchgrpo check` verifies that every gold document is there.
 """
 
 from __future__ import annotations
@@ -40,10 +43,18 @@ class CollectStats:
     """SEARCH rounds written."""
 
 
+MAX_NAME_BYTES = 120
+"""Longest folder name made from a question id (file systems allow 255 bytes; digests get added)."""
+
+
 def question_dir_name(question_id: str) -> str:
-    """A file-system-safe folder name for a question id (never a path: no separator, no `..`)."""
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in question_id)
-    return safe.strip(".") or "question"
+    """A file-system-safe folder name for a question id (never a path: no separator, no `..`); an id
+    too long for a file name is cut and given a digest of the whole id, so that it stays unique."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in question_id).strip(".") or "question"
+    if len(safe.encode("utf-8")) > MAX_NAME_BYTES:
+        digest = hashlib.sha1(question_id.encode("utf-8")).hexdigest()[:10]
+        safe = safe.encode("utf-8")[:MAX_NAME_BYTES - 11].decode("utf-8", "ignore") + "-" + digest
+    return safe
 
 
 def _collected_id(meta: Path) -> str | None:
@@ -160,6 +171,26 @@ class CollectResult:
     """The checker's counters (`stats()`), empty for one that keeps none."""
     issues: list[DataIssue] = field(default_factory=list)
     """Malformed lines of the question set, skipped (under `data.strict` the first one is raised)."""
+    corpus_note: str = ""
+    """Why corpus.jsonl was rewritten ('' when it was new or already complete)."""
+
+    def report(self) -> tuple[list[str], list[str]]:
+        """(warnings, lines) that tell the user what was done."""
+        s = self.stats
+        warnings = [f"skipped {issue}" for issue in self.issues]
+        if self.issues:
+            warnings.append(f"{len(self.issues)} malformed lines skipped (--strict stops at the first instead)")
+        lines = [self.corpus_note] if self.corpus_note else []
+        lines.append(f"{s.written} questions collected, {s.skipped_existing} already there, {s.states} SEARCH rounds "
+                     "written")
+        if self.checker:
+            c = self.checker
+            lines.append(f"checker: {int(c['calls'])} calls, {int(c['cache_hits'])} cache hits, "
+                         f"{int(c['unparsable'])} unparsable replies, {int(c['failures'])} retried attempts")
+        lines += [f"{role}: the rule decided {n} times where the model's reply was unusable"
+                  for role, n in self.fallbacks.items() if n]
+        lines.append(f"train on it with:  --set data.corpus={self.corpus} --set data.traces={self.traces}")
+        return warnings, lines
 
 
 def collect_to_folder(
@@ -184,7 +215,7 @@ def collect_to_folder(
     """
     from searchgrpo.agents.checker import GoldChecker
     from searchgrpo.config import home_dir
-    from searchgrpo.data.corpus import Corpus, write_corpus
+    from searchgrpo.data.corpus import Corpus, complete_corpus
     from searchgrpo.data.labels import Label, QuestionLabels
     from searchgrpo.data.questions import load_questions, pooled_corpus
     from searchgrpo.errors import IssueLog, UserError
@@ -221,8 +252,7 @@ def collect_to_folder(
     if legacy.is_dir() and not traces_dir.exists():
         legacy.rename(traces_dir)
     corpus_path = out_dir / "corpus.jsonl"
-    if not corpus_path.is_file():
-        write_corpus(corpus_path, documents)
+    documents, corpus_note = complete_corpus(corpus_path, documents)
     atomic_write_json(manifest_path, {"source": origin, "questions": len(records), "documents": len(documents)})
     selected = records[:limit] if limit else records
     corpus = Corpus(documents, source=str(corpus_path))
@@ -265,7 +295,7 @@ def collect_to_folder(
         for close in closers:
             close()
     fallbacks = {role: agent.fallbacks for role, agent in agents.items()}
-    return CollectResult(corpus_path, traces_dir, stats, fallbacks, checker_counters, issues.issues)
+    return CollectResult(corpus_path, traces_dir, stats, fallbacks, checker_counters, issues.issues, corpus_note)
 
 
 def collect_question_set(cfg: Config, questions: Path) -> CollectResult:

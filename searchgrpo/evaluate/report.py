@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchgrpo.errors import UserError
+from searchgrpo.errors import UserError, printable
 
 BASELINE = "baseline"
 FORMATS = {"searchgrpo-eval-v1": "rounds", "searchgrpo-eval-v2": "rounds", "searchgrpo-episodes-v1": "episodes"}
@@ -200,7 +200,10 @@ def eval_tables(path: str | Path, max_questions: int = 20) -> list[Any]:
     baseline, the per-round curve (episodes), the clue checks, and the first questions. Text from
     the report (questions, policy names, clues) is shown as it is, never read as markup."""
     from rich.table import Table
-    from rich.text import Text
+    from rich.text import Text as RichText
+
+    def Text(value: object) -> RichText:  # noqa: N802 - data as plain text, control characters escaped
+        return RichText(printable(value))
 
     report = load_report(path)
     unit = "questions (episodes)" if report.mode == "episodes" else "states"

@@ -9,6 +9,12 @@ config, generation config and tokenizer into a temporary folder, reload that fol
 passes is renamed to `{output_dir}/{base_name}-grpo-step{N}/`; a failure deletes it and says why,
 so an interrupted or failed merge never leaves a folder that looks complete.
 
+Before any weight loads, `run_merge` checks the output folder (it must be a folder this process can
+write: not a file, not on a read-only file system), removes the temporaries of merges that were
+killed (their writer's pid is gone), and checks that each adapter fits the base: every adapted
+layer exists in the base with the shapes its LoRA matrices need, read from the safetensors
+headers alone (`adapter_fit`).
+
 Parity tolerances (log-probs of the probe completion tokens, float32 compute): the merged model
 may differ from base + adapter only by rounding W + BA to the output dtype. Allowed: max |delta|
 of 1e-3 (float32), 0.05 (float16) or 0.25 (bfloat16), mean |delta| a tenth of that. On
@@ -22,15 +28,17 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from searchgrpo.config import Config
-from searchgrpo.errors import UserError
-from searchgrpo.events import EventSink, MergeFinished, MergeProgress, MergeStarted
-from searchgrpo.fileio import atomic_dir
+from searchgrpo.errors import UserError, one_line
+from searchgrpo.events import EventSink, LogMessage, MergeFinished, MergeProgress, MergeStarted
+from searchgrpo.fileio import atomic_dir, remove_stale_temporaries
 from searchgrpo.train.checkpoints import STATE_FILE, checkpoint_adapter, list_checkpoints
 
 TOLERANCE = {"float32": 1e-3, "float16": 0.05, "bfloat16": 0.25}
@@ -119,8 +127,13 @@ def run_merge(cfg: Config, request: MergeRequest, sink: EventSink | None = None,
     from searchgrpo.policy.model import load_tokenizer, resolve_base
 
     sink = sink or (lambda e: None)
+    output_dir = writable_output(Path(request.output_dir))
+    for leftover in remove_stale_temporaries(output_dir, only_dead=True):
+        sink(LogMessage("warning", f"removed {leftover}, left by a merge that was killed"))
     base = resolve_base(cfg)
     jobs = plan(cfg, request, base.name)
+    for job in jobs:
+        adapter_fit(job.checkpoint / "adapter", base.path)
     sink(MergeStarted([str(j.checkpoint) for j in jobs], request.output_dir))
     tokenizer = load_tokenizer(base.path)
     probe = _probe_prompts(cfg, tokenizer)
@@ -133,6 +146,56 @@ def run_merge(cfg: Config, request: MergeRequest, sink: EventSink | None = None,
         parity.append({"output": str(job.output), **figures})
     sink(MergeFinished([str(p) for p in outputs], parity))
     return outputs
+
+
+def writable_output(folder: Path) -> Path:
+    """`folder`, created if missing, once a probe shows this process can write into it; else one
+    line naming it and why (a file in the way, a read-only file system, no permission)."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--output-dir {folder}: is a file, not a folder; give a folder for the merged models")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tempfile.mkdtemp(prefix=".write-probe-", dir=folder))
+    except OSError as exc:
+        raise UserError(f"--output-dir {folder}: cannot write there ({exc.strerror or exc}); give a writable "
+                        "folder") from None
+    return folder
+
+
+def _shapes(folder: Path) -> dict[str, list[int]]:
+    """Tensor name -> shape of every safetensors file in `folder`, from their headers alone."""
+    from safetensors import safe_open
+
+    shapes: dict[str, list[int]] = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as st:
+            for key in st.keys():
+                shapes[key] = list(st.get_slice(key).get_shape())
+    return shapes
+
+
+def adapter_fit(adapter: Path, base: Path) -> None:
+    """Raise a one-line UserError unless every LoRA pair of `adapter` fits a layer of the base
+    model in `base`: the layer exists, lora_A is [r, in] and lora_B is [out, r] of its [out, in]."""
+    try:
+        lora, weights = _shapes(adapter), _shapes(base)
+    except Exception as exc:  # a damaged header
+        raise UserError(f"{adapter}: cannot read the adapter or base model's tensor headers "
+                        f"({one_line(exc, 160)})") from None
+    for key, shape in sorted(lora.items()):
+        m = re.fullmatch(r"(?:base_model\.model\.)?(.+)\.lora_([AB])\.weight", key)
+        if not m or not weights:
+            continue
+        layer, which = m.group(1), m.group(2)
+        base_shape = weights.get(f"{layer}.weight")
+        if base_shape is None or len(base_shape) != 2 or len(shape) != 2:
+            raise UserError(f"{adapter.parent}: the adapter adapts {layer}, which the base model ({base}) does not "
+                            "have; was it trained on another model?")
+        out_features, in_features = base_shape
+        ok = shape[1] == in_features if which == "A" else shape[0] == out_features
+        if not ok:
+            raise UserError(f"{adapter.parent}: the adapter's {layer}.lora_{which} is {shape}, which does not fit the "
+                            f"base model's {layer} of shape {base_shape}; was it trained on another model?")
 
 
 def _probe_prompts(cfg: Config, tokenizer: Any) -> list[list[int]]:

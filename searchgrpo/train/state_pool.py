@@ -59,12 +59,19 @@ class StatePool:
         return epoch, states
 
     def refill(self, index: int, attempt: int, n: int, exclude: set[str]) -> list[SearchState]:
-        """Up to `n` states for dynamic sampling's round `attempt` of step `index`, none in `exclude`."""
-        pool = [s for s in (*self.original, *self.refreshed) if s.state_id not in exclude]
-        if not pool or n <= 0:
-            return []
+        """Up to `n` states for dynamic sampling's round `attempt` of step `index`, none in `exclude`,
+        each from the refreshed states with probability `mix` (once there are some), as a step's own."""
+        sources = [[s for s in pool if s.state_id not in exclude] for pool in (self.original, self.refreshed)]
         rng = np.random.default_rng(derive_seed(self.seed, "refill", index, attempt))
-        return [pool[i] for i in rng.choice(len(pool), size=min(n, len(pool)), replace=False)]
+        orders = [list(rng.permutation(len(pool))) for pool in sources]
+        out: list[SearchState] = []
+        for _ in range(max(n, 0)):
+            want = 1 if self.refreshed and rng.random() < self.mix else 0
+            source = want if orders[want] else 1 - want
+            if not orders[source]:
+                break
+            out.append(sources[source][orders[source].pop()])
+        return out
 
     # ------------------------------------------------------------------ on-policy states
 

@@ -15,6 +15,13 @@ the same clues as one.
 Data parallelism (`distributed.py`): each rank samples and trains its share of every step's
 groups; only rank 0 publishes events and writes checkpoints; stop, pause and save requests are
 agreed on by all ranks.
+
+Setup checks everything it can before it writes anything or loads a weight: the data, the model's
+sizes (`policy.preflight`), and on `--resume` the run's lock, config and data (`run_history`), so a
+bad start leaves no run folder behind. The folder is claimed last (`run_lock`): a fresh run's id is
+made unique with an exclusive mkdir, and the folder is locked for as long as the trainer writes it;
+`on_claimed(run_dir)` is then called (the event log opens there). A resumed run that has no steps
+left is a no-op that says so.
 """
 
 from __future__ import annotations
@@ -23,12 +30,13 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from searchgrpo.agents.checker import checker_stats, stats_delta
 from searchgrpo.agents.llm_checker import PROMPT_VERSION, LLMChecker
 from searchgrpo.config import Config, to_yaml
 from searchgrpo.data.dataset import Dataset
+from searchgrpo.data.fingerprint import data_fingerprint
 from searchgrpo.episodes.world import load_dataset, make_env
 from searchgrpo.errors import UserError
 from searchgrpo.events import (
@@ -50,23 +58,23 @@ from searchgrpo.policy.sampling import encode_prompt
 from searchgrpo.policy.scoring import score_policy, state_summary, summarise
 from searchgrpo.seeding import derive_seed
 from searchgrpo.train.checkpoints import (
-    latest_checkpoint,
-    load_training_state,
+    CheckpointInfo,
+    check_base_model,
+    load_newest_checkpoint,
+    newest_usable,
     remove_interrupted_writes,
     save_checkpoint,
 )
 from searchgrpo.train.control import TrainerControl
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.refresh import replay_training_questions
+from searchgrpo.train.run_history import append_history, check_resume, is_free
+from searchgrpo.train.run_lock import RunLock, claim, new_run_id
 from searchgrpo.train.state_pool import StatePool
 from searchgrpo.train.step import StepOutcome, grpo_step
 from searchgrpo.train.views import group_event
 
 MAX_ISSUES_SHOWN = 20
-
-
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S")
 
 
 @dataclass(frozen=True)
@@ -90,13 +98,22 @@ class Trainer:
         run_dir: Path | None = None,
         resume: bool = False,
         dataset: Dataset | None = None,
+        allow_changes: bool = False,
     ) -> None:
         self.cfg = cfg
         self.dist = Dist(cfg.model.device)
         self.sink: EventSink = sink or (lambda event: None)
         self.control = control or TrainerControl()
         self.resume = resume
+        self.allow_changes = allow_changes
+        """Resume even though the config or the data changed in ways that alter the optimisation."""
         self.run_dir = Path(run_dir) if run_dir else Path(cfg.train.output_dir) / (cfg.train.run_name or new_run_id())
+        self._fresh_id = run_dir is None and cfg.train.run_name is None
+        self.on_claimed: Callable[[Path], None] | None = None
+        """Called with the run folder once this trainer holds it (the event log opens there)."""
+        self.lock: RunLock | None = None
+        self.finished: CheckpointInfo | None = None
+        """On resume: the checkpoint of a run that has no steps left (then train() does nothing)."""
         self.dataset = dataset
         self.step = 0
         self.last_saved = -1
@@ -107,8 +124,12 @@ class Trainer:
     # ------------------------------------------------------------------ setup
 
     def setup(self) -> None:
+        """Check, load and claim (see the module docstring): nothing is written before the claim."""
         import torch
         from transformers import get_scheduler
+
+        from searchgrpo.policy.model import load_policy, resolve_base
+        from searchgrpo.policy.preflight import check_fits_model
 
         cfg, dist = self.cfg, self.dist
         if not dist.is_main:
@@ -116,57 +137,63 @@ class Trainer:
         with dist.main_first():  # rank 0 builds the demo world and converts the model once
             if self.dataset is None:
                 self.dataset = load_dataset(cfg)
-            from searchgrpo.policy.model import load_policy
-
-            self.policy = load_policy(cfg, device=dist.device(cfg.model.device))
+            base = resolve_base(cfg)
+        check_fits_model(cfg, base)
         ds = self.dataset
-        shown = ds.issues.issues[:MAX_ISSUES_SHOWN]
-        for issue in shown:
-            self.sink(LogMessage("warning", f"skipped {issue}"))
-        if len(ds.issues) > len(shown):
-            self.sink(LogMessage("warning", f"... and {len(ds.issues) - len(shown)} more malformed inputs skipped"))
-        if ds.issues.issues:
-            self.sink(LogMessage("warning", f"{len(ds.issues)} malformed inputs skipped in all "
-                                            "(data.strict / --strict stops at the first instead)"))
-        self.env = make_env(cfg, ds)
-        checker = self.env.checker
-        if isinstance(checker, LLMChecker):
-            self.sink(LogMessage("info", f"checker: {checker.model} at {checker.client.base_url} "
-                                         f"({checker.structured_output} output, prompt {PROMPT_VERSION})"))
         per = cfg.train.states_per_step
         if per < dist.world:
             raise UserError(f"train.states_per_step = {per} is below the {dist.world} processes: each needs a state")
         if len(ds.train) < per:
             raise UserError(f"{len(ds.train)} train states, fewer than train.states_per_step = {per}")
-        params = self.policy.trainable_parameters()
-        self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
         self.pool = StatePool(ds.train, per, cfg.train.seed, cfg.train.refresh_mix)
         self.steps_per_epoch = self.pool.steps_per_epoch
         total = self.steps_per_epoch * cfg.train.epochs
         self.total_steps = min(total, cfg.train.max_steps) if cfg.train.max_steps else total
+        for text in ds.issue_summary(MAX_ISSUES_SHOWN):
+            self.sink(LogMessage("warning", text))
+        fingerprint = data_fingerprint(ds)
+        changes: list[tuple[str, Any, Any]] = []
+        if self.resume:
+            if dist.is_main:
+                self._lock(self.run_dir)
+            changes, warnings = check_resume(self.run_dir, cfg, fingerprint, allow_changes=self.allow_changes)
+            for text in warnings:
+                self.sink(LogMessage("warning", text))
+            newest = newest_usable(self.run_dir)
+            if newest is not None:
+                check_base_model(newest, cfg.model.base)
+            if newest is not None and newest.step >= self.total_steps:
+                self.finished = newest
+                return
+        with dist.main_first():
+            self.policy = load_policy(cfg, device=dist.device(cfg.model.device))
+        self.env = make_env(cfg, ds)
+        checker = self.env.checker
+        if isinstance(checker, LLMChecker):
+            self.sink(LogMessage("info", f"checker: {checker.model} at {checker.client.base_url} "
+                                         f"({checker.structured_output} output, prompt {PROMPT_VERSION})"))
+        params = self.policy.trainable_parameters()
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
         self.scheduler = get_scheduler(
             cfg.train.lr_scheduler,
             self.optimizer,
             num_warmup_steps=cfg.train.warmup_steps * cfg.grpo.num_iterations,
             num_training_steps=self.total_steps * cfg.grpo.num_iterations,
         )
+        self._claim()
         if dist.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
             for leftover in remove_interrupted_writes(self.run_dir):
                 self.sink(LogMessage("warning", f"removed {leftover.name}, left by an interrupted checkpoint "
                                                 "write or deletion"))
         dist.barrier()
         if self.resume:
-            info = latest_checkpoint(self.run_dir)
+            info, note = load_newest_checkpoint(self.run_dir, model=self.policy.model, optimizer=self.optimizer,
+                                                scheduler=self.scheduler, base_model=cfg.model.base)
+            if note:
+                self.sink(LogMessage("warning", note))
             if info is None:
                 self.sink(LogMessage("warning", f"{self.run_dir}: no complete checkpoint yet; starting at step 0"))
             else:
-                if info.state.get("base_model") not in (None, cfg.model.base):
-                    raise UserError(
-                        f"{info.path}: checkpoint was trained on {info.state.get('base_model')!r}, "
-                        f"but model.base = {cfg.model.base!r}"
-                    )
-                load_training_state(info, model=self.policy.model, optimizer=self.optimizer, scheduler=self.scheduler)
                 self.step = self.last_saved = info.step
                 self.last_eval = info.state.get("last_eval", {})
                 refreshed = self.pool.load_refreshed(self.run_dir, self.step)
@@ -175,6 +202,22 @@ class Trainer:
                                                  f"of {refreshed.name}"))
         if dist.is_main:
             atomic_write_text(self.run_dir / "config.yaml", to_yaml(cfg))
+            append_history(self.run_dir, step=self.step, config=cfg.to_dict(), data=fingerprint, changes=changes,
+                           allowed=self.allow_changes and any(not is_free(k) for k, _, _ in changes))
+
+    def _lock(self, run_dir: Path) -> None:
+        self.run_dir, self.lock = claim(run_dir, fresh_id=self._fresh_id and not self.resume, resume=self.resume)
+        if self.lock.notice:
+            self.sink(LogMessage("warning", self.lock.notice))
+
+    def _claim(self) -> None:
+        """Make the run folder this trainer's (`run_lock.claim`), on rank 0; every rank writes there."""
+        if self.dist.is_main and self.lock is None:
+            self._lock(self.run_dir)
+        if self.dist.enabled:
+            self.run_dir = Path(self.dist.gather_json(str(self.run_dir))[0])
+        if self.on_claimed is not None:
+            self.on_claimed(self.run_dir)
 
     # ------------------------------------------------------------------ data order
 
@@ -198,6 +241,8 @@ class Trainer:
         """Run to the end (or until stopped). Emits RunFailed and re-raises on error."""
         try:
             self.setup()
+            if self.finished is not None:
+                return self._nothing_to_do(self.finished)
             return self._loop()
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -207,13 +252,24 @@ class Trainer:
             self.close()
 
     def close(self) -> None:
-        """Release what the checker holds (an embedded server, the verdict cache)."""
+        """Release what the checker holds (an embedded server, the verdict cache), and the run's lock."""
         close = getattr(getattr(getattr(self, "env", None), "checker", None), "close", None)
         if callable(close):
             close()
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def _nothing_to_do(self, info: CheckpointInfo) -> RunSummary:
+        """A resumed run with no steps left: nothing is trained, evaluated or written."""
+        self.step = info.step
+        self.sink(LogMessage("info", f"run {self.run_dir.name} already finished at step {info.step} of "
+                                     f"{self.total_steps}; nothing to do (to train further, raise train.max_steps or "
+                                     "train.epochs with --set and --allow-changes)"))
+        return RunSummary(self.run_dir, info.step, "already finished", info.state.get("last_metrics", {}),
+                          info.state.get("last_eval", {}))
 
     def _loop(self) -> RunSummary:
-
         cfg, ds, dist = self.cfg, self.dataset, self.dist
         assert ds is not None
         self.sink(

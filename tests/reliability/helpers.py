@@ -147,6 +147,8 @@ class FaultServer:
 
     def __init__(self, label: str = "IMPORTANT", model: str = "fault-model") -> None:
         self.mode = "ok"
+        self.models_ok = False
+        """True: /models always answers (the health check passes; the faults hit completions)."""
         self.delay = 2.0
         self.label = label
         self.model = model
@@ -175,7 +177,8 @@ class FaultServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 if length:
                     self.rfile.read(length)
-                mode = server._next_mode()
+                listing = self.path.rstrip("/").endswith("/models")
+                mode = "ok" if listing and server.models_ok else server._next_mode()
                 with server._lock:
                     server.records.append({"path": self.path, "headers": dict(self.headers), "mode": mode})
                 if mode == "slow":
@@ -237,6 +240,66 @@ class FaultServer:
         self.stop()
 
     def __enter__(self) -> "FaultServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------- a raw socket server
+
+
+class RawServer:
+    """A bare TCP server on 127.0.0.1 whose `reply(conn, request_bytes)` writes whatever it likes:
+    a reply trickled a byte at a time, or a body far larger than any cap. It serves one connection
+    at a time until closed, counts the bytes it managed to send (`sent`), and stops by itself
+    after `lifetime` seconds."""
+
+    def __init__(self, reply, lifetime: float = 60.0) -> None:
+        import socket
+
+        self.reply = reply
+        self.sent = 0
+        self.connections = 0
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(8)
+        self._sock.settimeout(0.2)
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._stop = threading.Event()
+        self._deadline = time.monotonic() + lifetime
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set() and time.monotonic() < self._deadline:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            with conn:
+                conn.settimeout(5)
+                try:
+                    request = conn.recv(65536)
+                    self.reply(self, conn, request)
+                except OSError:
+                    pass  # the client hung up: what a capped or timed-out client does
+
+    def send(self, conn, data: bytes) -> None:
+        conn.sendall(data)
+        self.sent += len(data)
+
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._sock.close()
+
+    def __enter__(self) -> "RawServer":
         return self
 
     def __exit__(self, *exc: object) -> None:

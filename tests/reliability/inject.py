@@ -6,6 +6,8 @@ The fault is named by $SEARCHGRPO_FAULT (comma-separated for several):
   the process while a checkpoint folder is being written (it polls for the `.tmp-` folder).
 - `enospc_at=N`: writing checkpoint step N fails halfway through `optimizer.pt` with ENOSPC
   ("No space left on device"), as a full disk would.
+- `slow_merge=S`: a merge's parity check (inside its temporary output folder) takes S seconds
+  more, so that a test can kill the process while that folder exists.
 
 Nothing here changes searchgrpo's code: it wraps the library functions the checkpoint writer calls.
 """
@@ -56,6 +58,16 @@ def install(spec: str) -> None:
                 return _real(obj, f, *a, **kw)
 
             torch.save = full_disk
+        elif name == "slow_merge":
+            import searchgrpo.export.merge as merge
+
+            delay, real_parity = float(arg), merge.parity_figures
+
+            def slow_parity(*a, _real=real_parity, **kw):
+                time.sleep(delay)
+                return _real(*a, **kw)
+
+            merge.parity_figures = slow_parity
         else:
             raise SystemExit(f"unknown fault {name!r}")
 

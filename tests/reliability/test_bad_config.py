@@ -36,6 +36,24 @@ FILE_CASES = [
     ("section not a mapping", "grpo: 3\n", ["grpo must be a mapping of keys to values"]),
     ("top level not a mapping", "- grpo\n- train\n", ["the top level must be a mapping of sections"]),
     ("invalid YAML", "grpo: [unclosed\n", ["not valid YAML"]),
+    ("nan lr", "train:\n  lr: .nan\n", ["train.lr = nan is not valid: expected a finite number"]),
+    ("inf beta", "grpo:\n  beta: .inf\n", ["grpo.beta = inf is not valid: expected a finite number"]),
+    ("-inf reward weight", "reward:\n  irrelevant: -.inf\n", ["reward.irrelevant = -inf", "a finite number"]),
+    ("nan epsilon", "grpo:\n  epsilon: .NaN\n", ["grpo.epsilon = nan", "a finite number"]),
+    ("inf temperature", "grpo:\n  temperature: .inf\n", ["grpo.temperature = inf", "a finite number"]),
+    ("inf timeout", "checker:\n  timeout_s: .inf\n", ["checker.timeout_s = inf", "a finite number"]),
+    ("overflowing lr", "train:\n  lr: 1e999\n", ["train.lr = '1e999'", "a finite number"]),
+    ("huge K", "grpo:\n  num_generations: 100000\n", ["grpo.num_generations = 100000 is out of range", "<= 1024"]),
+    ("huge LoRA rank", "lora:\n  r: 1000000\n", ["lora.r = 1000000 is out of range", "<= 4096"]),
+    ("huge completion", "grpo:\n  max_new_tokens: 10000000\n", ["grpo.max_new_tokens = 10000000", "<= 65536"]),
+    ("huge prompt", "grpo:\n  max_prompt_tokens: 100000000\n", ["grpo.max_prompt_tokens = 100000000", "<= 1048576"]),
+    ("huge batch", "train:\n  states_per_step: 10000000\n", ["train.states_per_step = 10000000", "<= 100000"]),
+    ("billion laughs", "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+     "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+     "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
+     "g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g,*g]\n",
+     ["not valid YAML (aliases expand to more than 10000 values"]),
+    ("recursive alias", "grpo: &g\n  x: *g\n", ["not valid YAML (aliases expand to more than 10000 values"]),
 ]
 
 
@@ -49,6 +67,28 @@ def test_bad_config_file_is_one_line_naming_the_key(name, text, words, tmp_path,
     line = assert_one_error_line(out, str(path), *words)
     assert "sk-secret" not in out
     assert not (tmp_path / "runs").exists(), line  # stopped before anything was written
+
+
+def test_a_billion_laughs_in_set_is_refused_too(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bomb = "[" + ",".join(["&a [" + ",".join(["x"] * 200) + "]"] + ["*a"] * 200) + "]"
+    code, out = main_in_process(["config", "--set", f"lora.target_modules={bomb}"], capsys, monkeypatch)
+    assert code == 2
+    assert_one_error_line(out, "--set lora.target_modules: aliases expand to more than 10000 values")
+
+
+@pytest.mark.parametrize("spelling", ["None", "none", "null", "~"])
+def test_none_means_null_for_a_key_that_may_be_null(spelling, tmp_path, capsys, monkeypatch):
+    from searchgrpo.config import load_config
+
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(None, [f"checker.model={spelling}", f"train.max_steps={spelling}", f"checker.gguf={spelling}"])
+    assert (cfg.checker.model, cfg.train.max_steps, cfg.checker.gguf) == (None, None, None)
+    code, out = main_in_process(["config", "--set", f"checker.model={spelling}"], capsys, monkeypatch)
+    assert code == 0 and "'None'" not in out
+    code, out = main_in_process(["config", "--set", f"train.lr={spelling}"], capsys, monkeypatch)
+    assert code == 2  # a key that may not be null still refuses it
+    assert_one_error_line(out, "train.lr", "expected a number")
 
 
 def test_non_utf8_config_file(tmp_path, capsys, monkeypatch):

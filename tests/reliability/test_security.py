@@ -143,7 +143,8 @@ def test_a_poisoned_checkpoint_is_refused_and_its_payload_never_runs(tmp_path, c
     assert main_in_process(args, capsys, monkeypatch)[0] == 0
     info = latest_checkpoint(Path("runs/r"))
     torch.save({"state": {}, "param_groups": [], "x": Payload(marker)}, info.path / "optimizer.pt")
-    code, out = main_in_process([*args[:-2], "--set", "train.max_steps=2", "--resume"], capsys, monkeypatch)
+    code, out = main_in_process([*args[:-2], "--set", "train.max_steps=2", "--resume", "--allow-changes"],
+                                capsys, monkeypatch)
     assert code == 2
     assert_one_error_line(out, f"{info.path}: checkpoint could not be loaded (UnpicklingError: Weights only load failed")
     assert not marker.exists()

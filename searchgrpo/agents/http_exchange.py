@@ -1,0 +1,126 @@
+"""One HTTP request with a deadline on the whole exchange and a cap on the reply's size.
+
+urllib's `timeout` bounds each socket operation, not the request: a server that trickles its
+reply a byte at a time holds a request for as long as it likes, and `read()` takes a reply of any
+size into memory. `exchange` bounds both: a watchdog shuts the connection down once the whole
+exchange (connecting, sending, the status line, headers and body) has taken `timeout_s`, and the
+body is read in chunks and refused as soon as its announced length, or what has arrived, passes
+`max_bytes`.
+
+It also tells a request that cannot be built (a header value HTTP forbids, a malformed URL:
+`RequestNotBuilt`, raised before anything is sent, and worded without the offending value, which
+may be a secret) from a server that cannot be reached (`OSError`, `http.client.HTTPException`).
+Redirects are not followed and environment proxies are not used: the Authorization header goes to
+the configured server and nowhere else.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import socket
+import threading
+import time
+from urllib.parse import urlsplit
+
+CHUNK = 64 * 1024
+_FORBIDDEN_IN_HEADER = re.compile(r"[^\x20-\x7e\t]")
+
+
+class RequestNotBuilt(ValueError):
+    """The request could not be built; nothing was sent. The message never quotes a header value."""
+
+
+class ExchangeTimeout(TimeoutError):
+    """No complete reply within the deadline."""
+
+
+class ReplyTooLarge(ValueError):
+    """The reply is larger than the cap; it was not read whole."""
+
+
+class StatusError(Exception):
+    """A complete reply whose status is not 2xx; `body` is its (capped) text."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.body = body
+
+
+def check_header_value(name: str, value: str) -> None:
+    """Raise RequestNotBuilt when `value` holds a character a header may not carry (CR, LF, other
+    controls, anything outside printable ASCII); the message names the header, not the value."""
+    bad = _FORBIDDEN_IN_HEADER.search(value)
+    if bad:
+        kind = {"\r": "a CR", "\n": "an LF"}.get(bad.group(), "a control character" if bad.group() < " " or
+                                                  bad.group() == "\x7f" else "a character outside printable ASCII")
+        raise RequestNotBuilt(f"the {name} header would hold {kind} (at position {bad.start()})")
+
+
+def exchange(method: str, url: str, *, body: bytes | None, headers: dict[str, str], timeout_s: float,
+             max_bytes: int) -> tuple[int, bytes]:
+    """(status, body) of one request. Raises RequestNotBuilt, ExchangeTimeout, ReplyTooLarge,
+    StatusError (non-2xx), or what the connection raised (OSError, HTTPException)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise RequestNotBuilt("the URL is not an http(s):// URL with a host")
+    if _FORBIDDEN_IN_HEADER.search(url) or " " in url:
+        raise RequestNotBuilt("the URL holds a space or a control character")
+    for name, value in headers.items():
+        check_header_value(name, value)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        port = parts.port
+    except ValueError:
+        raise RequestNotBuilt("the URL's port is not a number from 0 to 65535") from None
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    deadline = time.monotonic() + timeout_s
+    conn = cls(parts.hostname, port, timeout=timeout_s)
+    cut = threading.Event()
+
+    def watchdog() -> None:
+        cut.set()
+        sock = conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked read; the exchange fails at once
+            except OSError:
+                pass
+
+    timer = threading.Timer(timeout_s, watchdog)
+    timer.daemon = True
+    timer.start()
+    try:
+        conn.connect()
+        left = deadline - time.monotonic()
+        if left <= 0 or cut.is_set():
+            raise ExchangeTimeout(f"no reply within {timeout_s:.3g} s")
+        conn.sock.settimeout(left)
+        conn.request(method, target, body=body, headers=headers)
+        resp = conn.getresponse()
+        announced = resp.getheader("Content-Length", "")
+        if announced.strip().isdigit() and int(announced) > max_bytes:
+            raise ReplyTooLarge(f"reply of {int(announced)} bytes announced, above the {max_bytes}-byte cap")
+        chunks, size = [], 0
+        while True:
+            chunk = resp.read(min(CHUNK, max_bytes + 1 - size))
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > max_bytes:
+                raise ReplyTooLarge(f"reply longer than the {max_bytes}-byte cap; not read further")
+            chunks.append(chunk)
+    except (OSError, http.client.HTTPException) as exc:
+        if cut.is_set() or isinstance(exc, TimeoutError):  # the watchdog, or a read that hit the deadline
+            raise ExchangeTimeout(f"no complete reply within {timeout_s:.3g} s") from None
+        raise
+    finally:
+        timer.cancel()
+        conn.close()
+    if cut.is_set():
+        raise ExchangeTimeout(f"no complete reply within {timeout_s:.3g} s")
+    data = b"".join(chunks)
+    if not 200 <= resp.status < 300:
+        raise StatusError(resp.status, data.decode("utf-8", "replace"))
+    return resp.status, data

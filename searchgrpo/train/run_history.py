@@ -1,0 +1,140 @@
+"""What a run ran under: its config history, and the checks that keep `--resume` honest.
+
+Every start of a run (the first and each resume) appends one entry to
+`runs/<id>/config_history.jsonl`: the step it started from, the whole config, the data's
+fingerprints (`searchgrpo.data.fingerprint`), the keys that changed since the previous entry and
+whether `--allow-changes` allowed them. `config.yaml` stays the config of the latest start.
+
+On resume, `resume_changes` compares the new config with the run's `config.yaml`. A change to
+anything that alters the optimisation (the model, the LoRA shape, K, the learning rate and
+schedule, the reward, the data, the environment, the checker's labels, the step budget) is refused
+unless the user passes `--allow-changes`; then it is recorded. Keys in `FREE_KEYS` (where and how
+often to evaluate and save, devices and kernels, server addresses and timeouts) may change
+freely. Data whose fingerprint differs from the run's last start is refused the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from searchgrpo.config import Config, deep_update
+from searchgrpo.errors import UserError
+from searchgrpo.fileio import atomic_write_text
+from searchgrpo.yaml_safe import safe_yaml
+
+HISTORY_FILE = "config_history.jsonl"
+FREE_KEYS = (
+    "model.device", "model.gradient_checkpointing", "model.attn_implementation", "model.cache_dir",
+    "grpo.decoder",
+    "train.micro_batch_size", "train.eval_every", "train.eval_states", "train.save_every", "train.keep_last",
+    "train.output_dir", "train.run_name", "train.report_to",
+    "data.strict",
+    "env.snippet_chars", "env.search_backend",
+    "checker.server", "checker.api_key_env", "checker.max_concurrency", "checker.timeout_s", "checker.max_retries",
+    "checker.retry_deadline_s", "checker.structured_output", "checker.cache", "checker.cache_path",
+    "checker.server_threads", "checker.max_reply_bytes",
+    "eval.",
+)
+"""Keys a resumed run may change without --allow-changes (a trailing dot: the whole section).
+They change where and how the run computes, not what it optimises."""
+SHOWN_CHANGES = 4
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"grpo": {"beta": 0}} -> {"grpo.beta": 0}."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def is_free(key: str) -> bool:
+    return any(key == k or (k.endswith(".") and key.startswith(k)) for k in FREE_KEYS)
+
+
+def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, old, new) for every leaf that differs; a key missing on one side takes its value as None."""
+    a, b = flatten(old), flatten(new)
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def describe_changes(changes: list[tuple[str, Any, Any]]) -> str:
+    shown = ", ".join(f"{k} {old!r} -> {new!r}" for k, old, new in changes[:SHOWN_CHANGES])
+    more = f" (and {len(changes) - SHOWN_CHANGES} more)" if len(changes) > SHOWN_CHANGES else ""
+    return shown + more
+
+
+def read_history(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's history entries, oldest first (unreadable lines are skipped)."""
+    path = run_dir / HISTORY_FILE
+    if not path.is_file():
+        return []
+    entries = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
+def append_history(run_dir: Path, *, step: int, config: dict[str, Any], data: dict[str, str],
+                   changes: list[tuple[str, Any, Any]], allowed: bool) -> None:
+    """Add one start to the history (the whole file rewritten atomically: never a torn line)."""
+    path = run_dir / HISTORY_FILE
+    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    entry = {"time": time.time(), "start_step": step, "config": config, "data": data,
+             "changes": [{"key": k, "old": o, "new": n} for k, o, n in changes], "allowed_changes": allowed}
+    atomic_write_text(path, old + json.dumps(entry, ensure_ascii=False) + "\n")
+
+
+def run_config(run_dir: Path) -> dict[str, Any] | None:
+    """The config the run last ran under (its config.yaml over today's defaults, so that keys added
+    since read as their defaults, not as changes); None when it has none."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        return None
+    try:
+        data = safe_yaml(path.read_text(encoding="utf-8"))
+    except Exception:
+        raise UserError(f"{path}: not valid YAML; the run's config cannot be compared with the new one") from None
+    return deep_update(Config().to_dict(), data if isinstance(data, dict) else {})
+
+
+def check_resume(run_dir: Path, cfg: Config, data: dict[str, str], *,
+                 allow_changes: bool) -> tuple[list[tuple[str, Any, Any]], list[str]]:
+    """(every changed key, warnings) of resuming `run_dir` under `cfg` on data fingerprinted `data`.
+
+    Raises a one-line UserError when something that alters the optimisation changed (a config key
+    outside FREE_KEYS, or the data) and `allow_changes` is false.
+    """
+    old = run_config(run_dir)
+    changes = changed_keys(old, cfg.to_dict()) if old is not None else []
+    guarded = [c for c in changes if not is_free(c[0])]
+    warnings: list[str] = []
+    if guarded:
+        what = describe_changes(guarded)
+        if not allow_changes:
+            raise UserError(f"{run_dir}: --resume would change what the run optimises: {what}; resume without "
+                            "those changes, or pass --allow-changes to go on under the new config (recorded in "
+                            f"{HISTORY_FILE})")
+        warnings.append(f"resuming under a changed config (--allow-changes, recorded): {what}")
+    history = read_history(run_dir)
+    before = history[-1].get("data") if history else None
+    if isinstance(before, dict) and before != data:
+        which = " and ".join(k for k in data if before.get(k) != data[k]) or "data"
+        where = f"data.corpus = {cfg.data.corpus}, data.traces = {cfg.data.traces}" if cfg.data.corpus else "the demo world"
+        if not allow_changes:
+            raise UserError(f"{run_dir}: the {which} changed since the run last started ({where}); resume on the "
+                            "same data, or pass --allow-changes to go on with the new data (recorded)")
+        warnings.append(f"resuming on changed data: the {which} changed since the run last started "
+                        "(--allow-changes, recorded)")
+    return changes, warnings
