@@ -132,6 +132,7 @@ def wandb_records(path: str) -> list:
     return records
 
 
+@pytest.mark.slow  # starts wandb's service process
 def test_wandb_offline_run_holds_the_steps_and_a_completions_table(tmp_path, monkeypatch):
     needs("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -171,6 +172,7 @@ def test_mlflow_file_store_holds_the_steps(tmp_path, monkeypatch):
     assert run.data.params["model.base"] == "tiny"
 
 
+@pytest.mark.slow  # a Python process of its own
 def test_trackio_local_database_holds_the_steps(tmp_path):
     needs("trackio")
     # trackio fixes its folder when imported, so it runs in a process of its own.

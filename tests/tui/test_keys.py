@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from textual.widgets import Button, SelectionList
 
 from searchgrpo.events import event_to_dict
@@ -16,6 +17,8 @@ from tui.app import ConsoleApp
 from tui.launch import print_resume_hint, run_console
 from tui.screens.confirm import ConfirmScreen
 from tui.widgets import GroupTable, MetricTable, SampleDetail
+
+pytestmark = pytest.mark.slow  # the walks press every key in every state: minutes, the full tier
 
 NARROW = (80, 24)
 BROWSE = ("1", "d", "escape", "enter", "enter", "v", "v", "v", "m", "m", "left_square_bracket",
