@@ -15,8 +15,10 @@ before the next starts):
   the current adapter, restarted after every update), gold checker; `llm+server` on request.
 
 Per configuration: median seconds per step, of it sampling (`time/generate`, which includes
-handing the adapter to the server), scoring (`time/score`: retrieval, checker, reward) and the
-loss, the checker's share of the step (score / step), and for the server sampler the mean
+handing the adapter to the server; pipelined, also the next step's old log-probs), scoring in the
+step's own thread (`time/score`: retrieval, checker, reward; pipelined, `time/score_wait`, the wait
+for verdicts computed during the previous update) and the loss, the checker's share of the step
+(scoring / step), and for the server sampler the mean
 `sampler/kl`, `sampler/abs_logp_diff` and `sampler/tis_clipped_frac`. The 1-minute load average
 is recorded around each configuration. Writes --out (JSON) and prints a Markdown table.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -94,8 +97,8 @@ def run(name: str, overrides: list[str], args: argparse.Namespace, work: Path) -
         if isinstance(event, StepFinished):
             steps.append(event.metrics)
             m = event.metrics
-            print(f"  {name} step {event.step}: {m['time/step']:.2f} s (generate {m['time/generate']:.2f}, "
-                  f"score {m['time/score']:.2f}, loss {m['time/loss']:.2f})", flush=True)
+            print(f"  {name} step {event.step}: {m['time/step']:.2f} s (generate {m.get('time/generate', 0):.2f}, "
+                  f"score {scoring(m):.2f}, loss {m['time/loss']:.2f})", flush=True)
 
     before = load1()
     start = time.perf_counter()
@@ -107,11 +110,18 @@ def run(name: str, overrides: list[str], args: argparse.Namespace, work: Path) -
 
     row = {"name": name, "overrides": overrides, "steps": timed, "wall_s": time.perf_counter() - start,
            "load1_before": before, "load1_after": load1()}
-    for key in ("time/step", "time/generate", "time/score", "time/loss", "sampler/kl", "sampler/abs_logp_diff",
-                "sampler/tis_clipped_frac", "sampler/publish_s", "tokens/completion"):
+    for key in ("time/step", "time/generate", "time/loss", "time/old_logprobs", "sampler/kl",
+                "sampler/abs_logp_diff", "sampler/tis_clipped_frac", "sampler/publish_s", "tokens/completion"):
         row[key] = median(key)
-    row["checker_share"] = statistics.median(m["time/score"] / m["time/step"] for m in timed)
+    row["time/score"] = statistics.median(scoring(m) for m in timed)
+    row["checker_share"] = statistics.median(scoring(m) / m["time/step"] for m in timed)
     return row
+
+
+def scoring(m: dict[str, float]) -> float:
+    """The step's time spent scoring in its own thread: scoring in line, and (pipelined) waiting
+    for the verdicts that a scoring thread computed while the previous update ran."""
+    return m.get("time/score", 0.0) + m.get("time/score_wait", 0.0)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -121,7 +131,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         server = "grpo.sampler=server" in r["overrides"]
         extra = (f"{r['sampler/kl']:+.4f} | {r['sampler/abs_logp_diff']:.3f} | {r['sampler/tis_clipped_frac']:.3f}"
                  if server else "| |")
-        lines.append(f"| {r['name']} | {r['time/step']:.2f} | {r['time/generate']:.2f} | {r['time/score']:.2f} | "
+        sampling = r["time/generate"] + (0.0 if math.isnan(r["time/old_logprobs"]) else r["time/old_logprobs"])
+        lines.append(f"| {r['name']} | {r['time/step']:.2f} | {sampling:.2f} | {r['time/score']:.2f} | "
                      f"{r['time/loss']:.2f} | {r['checker_share']:.0%} | {extra} |")
     return "\n".join(lines)
 

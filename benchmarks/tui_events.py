@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from textual.binding import Binding  # noqa: E402
 
 from searchgrpo.config import load_config  # noqa: E402
-from tests.tui.scripted import run_started, step_events  # noqa: E402
+from tests.tui.scripted import ScriptedBackend, run_started, step_events  # noqa: E402
 from tui.app import ConsoleApp  # noqa: E402
 
 
@@ -61,7 +61,7 @@ async def main(bursts: int, burst_size: int) -> None:
                 sink(event)
 
     cfg = load_config(None, ["model.base=tiny"])
-    app = ProbeApp(cfg, "benchmark", runner=runner, start=True)
+    app = ProbeApp(cfg, "benchmark", backend=ScriptedBackend(runner), start=True)
     latencies, rates = [], []
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause(0.2)

@@ -137,7 +137,7 @@ def tui(
     overrides: SetOpt = None,
     start: Annotated[bool, typer.Option(help="Start training at once (else press s).")] = False,
     attach: Annotated[Optional[Path], typer.Option(help="Follow a run (its folder or events.jsonl) as it trains, e.g. a headless run.")] = None,
-    replay: Annotated[Optional[Path], typer.Option(help="Show a finished run from its folder or events.jsonl.")] = None,
+    replay: Annotated[Optional[list[Path]], typer.Option(help="Show a finished run from its folder or events.jsonl; repeat to compare runs.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the newest run (or --run-dir) from its last checkpoint.")] = False,
     run_dir: Annotated[Optional[Path], typer.Option(help="The run folder to write or resume.")] = None,
 ) -> None:

@@ -371,6 +371,14 @@ class TrainConfig:
     in between). `off`: each step samples, waits for its verdicts, then updates (the numbers of a
     run are then those of earlier versions). On pays when the checker is a server on other hardware."""
 
+    report_to: list[Literal["tensorboard", "wandb", "mlflow", "trackio"]] = field(default_factory=list)
+    """Experiment trackers that also get every step's and eval's metrics (any of tensorboard,
+    wandb, mlflow, trackio; each an extra: pip install 'searchgrpo[wandb]'), under TRL's metric
+    names. All work offline; see docs/console.md."""
+
+    tracker_project: str = "searchgrpo"
+    """The project (W&B, trackio) or experiment (MLflow) the trackers log runs under."""
+
 
 @dataclass(frozen=True)
 class DemoConfig:

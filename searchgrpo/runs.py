@@ -3,10 +3,11 @@ benchmarks all run them, and how runs are found on disk.
 
 - `newest_run` / `find_run_to_resume` / `run_checkpoints`: the one definition of "the newest run"
   (the run folder whose config.yaml was written last) and of a run's checkpoints.
-- `train`: a Trainer whose events go to the caller's sink and to `runs/<id>/events.jsonl` (rank 0
-  only), so that a console can attach to the run and replay it later. The log opens once the
-  trainer has claimed its folder (a run that fails its checks leaves none); every event is
-  passed through `sinks.redacting` first, so no registered secret reaches either.
+- `train`: a Trainer whose events go to the caller's sink, to `runs/<id>/events.jsonl` and to the
+  trackers of `train.report_to` (rank 0 only), so that a console can attach to the run and replay
+  it later. The log and the trackers open once the trainer has claimed its folder (a run that
+  fails its checks leaves none); every event is passed through `sinks.redacting` first, so no
+  registered secret reaches any of them.
 - `evaluate`, `merge`: the eval and merge jobs, with the libraries' chatter silenced.
 - `launch_data_parallel`: re-run a `searchgrpo train` command line under torchrun.
 - `stop_on_signals`: Ctrl-C / SIGTERM ask a run to stop with a checkpoint; a second one aborts.
@@ -118,15 +119,22 @@ def train(cfg: Config, sink: EventSink, control: TrainerControl | None = None, *
     quiet_libraries()
     from searchgrpo.errors import one_line
     from searchgrpo.sinks import JsonlSink, fanout, redacting
+    from searchgrpo.trackers import check_trackers, close_all, open_trackers
     from searchgrpo.train.trainer import Trainer
 
+    check_trackers(cfg)  # before the model loads: a missing tracker package is one line at once
     trainer = Trainer(cfg, control=control, run_dir=run_dir, resume=resume, allow_changes=allow_changes)
-    jsonl = None
+    jsonl, trackers = None, []
     trainer.sink = redacting(sink)
-    if trainer.dist.is_main:  # one event log per job
+    if trainer.dist.is_main:  # one event log per job, and the trackers fed from the same events
         jsonl = JsonlSink.deferred()
-        trainer.sink = redacting(fanout(jsonl, sink))
-        trainer.on_claimed = lambda folder: jsonl.open(folder / "events.jsonl")
+
+        def claimed(folder: Path) -> None:
+            jsonl.open(folder / "events.jsonl")
+            trackers.extend(open_trackers(cfg, folder, sink))
+
+        trainer.sink = redacting(fanout(jsonl, lambda event: [t(event) for t in trackers], sink))
+        trainer.on_claimed = claimed
     if on_trainer is not None:
         on_trainer(trainer)
     try:
@@ -134,6 +142,7 @@ def train(cfg: Config, sink: EventSink, control: TrainerControl | None = None, *
     finally:
         if jsonl is not None:
             jsonl.close()
+        close_all(trackers)
     if jsonl is None:
         return TrainResult(summary)
     error = one_line(jsonl.error.strerror or jsonl.error) if jsonl.error else ""

@@ -1,7 +1,15 @@
 """What the terminal shows while a job runs: training progress, eval, merge and collect progress.
 
 Each renderer is an event sink (or a progress callback) built on rich. `ConsoleSink` renders
-headless training: a progress bar, one line per step, and notices.
+headless training: a progress bar, one line per step, and notices. Text that comes from data or
+from a run's files (ids, paths, model names, messages) is shown literally: `clean` escapes rich
+markup and replaces control characters, so nothing in it can restyle or move the terminal.
+
+The step line shows the loss in scientific notation beside the gradient norm and the KL. GRPO's
+advantages are centred within each group, so with one policy update per batch the clipped
+surrogate's value is close to zero by construction (its gradient is not): printed to four
+decimals it read `+0.0000` on every step. Its magnitude (mostly beta x KL) still moves, and the
+gradient norm is what tells how hard a step pushes the policy.
 """
 
 from __future__ import annotations
@@ -32,10 +40,18 @@ from searchgrpo.events import (
     StepFinished,
 )
 
+_CONTROL = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0, 32), *range(127, 160)) if c not in (9, 10)}
+
+
+def clean(text: Any) -> str:
+    """Data made safe to print with rich markup: control characters (an ESC from a file would
+    drive the terminal) become U+FFFD, newlines and tabs a space, and markup is escaped."""
+    return escape(str(text).translate(_CONTROL).replace("\n", " ").replace("\t", " "))
+
 
 def print_line(console: Any, text: str) -> None:
-    """One message as one line, never wrapped at 80 columns nor read as markup."""
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
+    """One message as one line, never wrapped at 80 columns nor read as markup or escapes."""
+    console.print(str(text).translate(_CONTROL), markup=False, highlight=False, soft_wrap=True)
 
 
 class ConsoleSink:
@@ -69,9 +85,9 @@ class ConsoleSink:
         if isinstance(event, RunStarted):
             verb = "resuming" if event.start_step else "starting"
             self._line(
-                f"[bold]{verb}[/] run {escape(event.run_id)} on {event.device}: {escape(event.base_model)}, "
+                f"[bold]{verb}[/] run {clean(event.run_id)} on {clean(event.device)}: {clean(event.base_model)}, "
                 f"{event.num_train_states} train / {event.num_eval_states} eval states, "
-                f"{event.total_steps} steps -> {escape(event.run_dir)}"
+                f"{event.total_steps} steps -> {clean(event.run_dir)}"
             )
             self._progress.start()
             self._task = self._progress.add_task("train", total=event.total_steps, completed=event.start_step, status="")
@@ -79,16 +95,17 @@ class ConsoleSink:
             self._groups.append(event)
         elif isinstance(event, StepFinished):
             m = event.metrics
-            status = f"reward {m.get('reward/mean', 0):+.3f}  loss {m.get('loss/total', 0):+.4f}  {m.get('time/step', 0):.1f}s/step"
+            status = (f"reward {m.get('reward/mean', 0):+.3f}  loss {m.get('loss/total', 0):+.2e}  "
+                      f"{m.get('time/step', 0):.1f}s/step")
             if self._task is not None:
                 self._progress.update(self._task, completed=event.step, status=status)
             if event.step % self.every == 0:
                 self._line(
                     f"step {event.step:>5}/{event.total_steps}  reward {m.get('reward/mean', 0):+.3f}"
                     f" ±{m.get('reward/std', 0):.3f}  zero-std {m.get('reward/frac_zero_std', 0):.2f}"
-                    f"  loss {m.get('loss/total', 0):+.4f}  kl {m.get('loss/kl', 0):.4f}"
-                    f"  clip {m.get('loss/clip_frac', 0):.3f}  {m.get('time/step', 0):.1f}s"
-                    + checker_summary(m)
+                    f"  loss {m.get('loss/total', 0):+.2e}  grad {m.get('grad/norm', 0):.3f}"
+                    f"  kl {m.get('loss/kl', 0):.2e}  clip {m.get('loss/clip_frac', 0):.3f}"
+                    f"  {m.get('time/step', 0):.1f}s" + checker_summary(m)
                 )
             self._groups.clear()
         elif isinstance(event, EvalFinished):
@@ -99,21 +116,21 @@ class ConsoleSink:
                 f"over {int(m.get('eval/states', 0))} states"
             )
         elif isinstance(event, CheckpointSaved):
-            self._line(f"[green]checkpoint[/] step {event.step} -> {escape(event.path)}")
+            self._line(f"[green]checkpoint[/] step {event.step} -> {clean(event.path)}")
         elif isinstance(event, RunPaused):
             self._line(f"paused at step {event.step}")
         elif isinstance(event, RunResumed):
             self._line(f"resumed at step {event.step}")
         elif isinstance(event, LogMessage):
             style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
-            self._line(f"[{style}]{escape(event.level)}[/]: {escape(one_line(event.text))}")
+            self._line(f"[{style}]{clean(event.level)}[/]: {clean(one_line(event.text))}")
         elif isinstance(event, RunFinished):
             self._progress.stop()
-            self._line(f"[bold]run {event.reason}[/] at step {event.step}")
+            self._line(f"[bold]run {clean(event.reason)}[/] at step {event.step}")
         elif isinstance(event, RunFailed):
             self._progress.stop()
             if self.show_failure:
-                self._line(f"[bold red]run failed[/] at step {event.step}: {escape(one_line(event.error))}")
+                self._line(f"[bold red]run failed[/] at step {event.step}: {clean(one_line(event.error))}")
 
 
 
@@ -142,7 +159,7 @@ def eval_progress(console: Any) -> Iterator[EventSink]:
         def sink(event: Any) -> None:
             if isinstance(event, EvalStarted):
                 for name in event.policies:
-                    tasks[name] = progress.add_task(f"eval {name}", total=event.states)
+                    tasks[name] = progress.add_task(f"eval {clean(name)}", total=event.states)
             elif isinstance(event, EvalProgress) and event.policy in tasks:
                 progress.update(tasks[event.policy], completed=event.done)
             elif isinstance(event, LogMessage):
@@ -162,10 +179,10 @@ def merge_progress(console: Any, finished: list[MergeFinished]) -> Iterator[Even
         def sink(event: Any) -> None:
             if isinstance(event, MergeStarted):
                 for c in event.checkpoints:
-                    tasks[c] = progress.add_task(f"merge {Path(c).name}", total=5)
+                    tasks[c] = progress.add_task(f"merge {clean(Path(c).name)}", total=5)
             elif isinstance(event, MergeProgress) and event.checkpoint in tasks:
                 progress.update(tasks[event.checkpoint], completed=event.done + 1,
-                                description=f"merge {Path(event.checkpoint).name}: {event.stage}")
+                                description=f"merge {clean(Path(event.checkpoint).name)}: {clean(event.stage)}")
             elif isinstance(event, MergeFinished):
                 for task in tasks.values():
                     progress.update(task, completed=5)

@@ -1,17 +1,18 @@
 """The searchgrpo console: watch and steer GRPO training, then eval and merge, in one app.
 
 The app is the shell: tabs, key bindings, and the training worker (the Eval and Merge tabs run
-their own). Training, eval and merge each run in a Textual thread worker that sends core events
-into an `EventInbox`; the app folds them into the `ConsoleModel`, and timers redraw the panes from
-the model (10 Hz for text, 2 Hz for plots), so a burst of events costs one redraw, not one per
-event. Widgets are never touched from a worker.
+their own). Everything it asks of the core goes through a `Backend` (`tui.backend`; tests give a
+scripted one). Training, eval and merge each run in a Textual thread worker that sends core
+events into an `EventInbox`; the app folds them into the `ConsoleModel`, and timers redraw the
+panes from the model (10 Hz for text, 2 Hz for plots), so a burst of events costs one redraw,
+not one per event. Widgets are never touched from a worker.
 """
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -24,18 +25,18 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from searchgrpo.config import Config
 from searchgrpo.events import CheckpointSaved, RunFailed
 from searchgrpo.train.control import TrainerControl
-from tui import runs
+from tui.backend import Backend, CoreBackend, TrainRequest
 from tui.failures import report_failure, traceback_text
 from tui.inbox import EventInbox
 from tui.messages import EventsArrived
-from tui.model import ConsoleModel
+from tui.model import Compared, ConsoleModel, RunModel
 from tui.screens.config_pane import ConfigPane
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.eval_pane import EvalPane
 from tui.screens.log_pane import LogPane
 from tui.screens.merge_pane import MergePane
 from tui.screens.train_pane import TrainPane
-from tui.sources import TrainRunner, follow_events, run_trainer
+from tui.sources import MAX_LINE, STALL_AFTER, follow_events
 
 DRAIN = 2_000
 """Events folded into the model per turn of the event loop; input is handled between turns."""
@@ -48,22 +49,27 @@ FIRST_FOCUS = {"train": "#group-table", "eval": "#eval-policies", "merge": "#mer
 class ConsoleApp(App[int]):
     """Train, eval, merge, config and log tabs over one `ConsoleModel`.
 
-    `source` is "live" (this app runs the trainer with `runner`), "attach" (follow the growing
-    `events_path`) or "replay" (read `events_path` once). The app's return value is the exit
-    code: 1 when the run failed, else 0.
+    `source` is "live" (this app trains through `backend`), "attach" (follow the growing
+    `events_path`) or "replay" (read `events_path` once, and the runs in `compare` to overlay
+    their curves). The app's return value is the exit code: 1 when the run failed, else 0.
     """
 
     CSS_PATH = Path(__file__).parent / "app.tcss"
     TITLE = "searchgrpo"
+    AUTO_FOCUS = None
+    """Focus is set in `on_mount`: Textual's automatic focus could come after a tab key pressed at
+    once, and focusing into the hidden Train tab would switch back to it."""
     BINDINGS = [
         Binding("s", "start", "Start"),
         Binding("p", "pause", "Pause/Resume"),
         Binding("x", "stop", "Stop+ckpt"),
         Binding("c", "checkpoint", "Checkpoint"),
+        Binding("v", "group('view')", "View"),  # early: the narrow layout's footer shows only the first keys
+        Binding("d", "group('detail')", "Drill-down"),
         Binding("left_square_bracket", "group('older')", "Older group"),
         Binding("right_square_bracket", "group('newer')", "Newer"),
         Binding("f", "group('follow')", "Follow"),
-        Binding("d", "group('detail')", "Drill-down"),
+        Binding("m", "group('smooth')", "Smooth"),
         *(Binding(str(i + 1), f"show_tab('{tab}')", tab.title(), show=False) for i, tab in enumerate(TABS)),
         Binding("q", "quit", "Quit"),
     ]
@@ -78,18 +84,24 @@ class ConsoleApp(App[int]):
         run_dir: Path | None = None,
         resume: bool = False,
         events_path: Path | None = None,
-        runner: TrainRunner = run_trainer,
+        compare: Sequence[Path] = (),
+        backend: Backend | None = None,
         text_interval: float = 0.1,
         plot_interval: float = 0.5,
+        stall_after: float = STALL_AFTER,
+        max_line: int = MAX_LINE,
     ) -> None:
         super().__init__()
         if source not in ("live", "attach", "replay"):
             raise ValueError(f"unknown source {source!r}")
         self.cfg, self.config_source, self.source = cfg, config_source, source
         self.start_at_once, self.run_dir, self.resume = start, run_dir, resume
-        self.events_path, self.runner = events_path, runner
+        self.events_path, self.compare_paths = events_path, list(compare)
+        self.backend: Backend = backend or CoreBackend()
         self.intervals = (text_interval, plot_interval)
+        self.stall_after, self.max_line = stall_after, max_line
         self.model = ConsoleModel()
+        self.model.compare.extend(RunModel() for _ in self.compare_paths)
         self.inbox = EventInbox(lambda: self.post_message(EventsArrived()))
         self.control: TrainerControl | None = None
         self._quit_when_stopped = False
@@ -101,11 +113,11 @@ class ConsoleApp(App[int]):
         yield Header()
         with TabbedContent(id="tabs", initial="train"):
             with TabPane("Train", id="train"):
-                yield TrainPane(self.model.run, self.source, id="train-pane")
+                yield TrainPane(self.model.run, self.source, self.model.compare, id="train-pane")
             with TabPane("Eval", id="eval"):
-                yield EvalPane(self.model.eval, self.cfg, self.inbox.put, id="eval-pane")
+                yield EvalPane(self.model.eval, self.cfg, self.inbox.put, self.backend, id="eval-pane")
             with TabPane("Merge", id="merge"):
-                yield MergePane(self.model.merge, self.cfg, self.inbox.put, id="merge-pane")
+                yield MergePane(self.model.merge, self.cfg, self.inbox.put, self.backend, id="merge-pane")
             with TabPane("Config", id="config"):
                 yield ConfigPane(self.cfg, self.config_source, id="config-pane")
             with TabPane("Log", id="log"):
@@ -121,8 +133,11 @@ class ConsoleApp(App[int]):
         if self.source != "live":
             assert self.events_path is not None
             self._follow(self.events_path, self.source == "attach")
+            for i, path in enumerate(self.compare_paths):
+                self._follow_compared(i, path)
         elif self.start_at_once:
             self.action_start()
+        self.query_one(FIRST_FOCUS["train"]).focus()
         self.redraw()
 
     # ------------------------------------------------------------------ events in, redraws out
@@ -175,6 +190,10 @@ class ConsoleApp(App[int]):
     @on(TabbedContent.TabActivated)
     def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
         with _panes_may_be_missing():
+            if event.pane.id != self.query_one(TabbedContent).active:
+                # A stale notice (tabs switched again since): focusing into a hidden tab would switch
+                # back to it, and two stale notices would switch back and forth for ever.
+                return
             if event.pane.id in ("eval", "merge"):
                 self.refresh_checkpoints()
             self.redraw()
@@ -183,8 +202,8 @@ class ConsoleApp(App[int]):
     def refresh_checkpoints(self) -> None:
         """Offer the current run's checkpoints (else the newest run's) to eval and merge."""
         info = self.model.run.info
-        run_dir = Path(info.run_dir) if info else self.run_dir or runs.newest_run(self.cfg.train.output_dir)
-        found = runs.checkpoints(run_dir)
+        run_dir = Path(info.run_dir) if info else self.run_dir or self.backend.newest_run(self.cfg.train.output_dir)
+        found = self.backend.checkpoints(run_dir)
         self.query_one(EvalPane).set_policies(run_dir, found)
         self.query_one(MergePane).set_checkpoints(run_dir, found)
 
@@ -205,6 +224,8 @@ class ConsoleApp(App[int]):
         if self.source != "live" or self.model.run.active:
             return
         self.control = TrainerControl()
+        if self.model.run.info is not None:  # a run ended here before: this one starts afresh
+            self.model.run.clear()
         self.model.run.status = "starting"
         self.model.run.version += 1
         self.model.note("info", f"starting training ({self.config_source})")
@@ -269,6 +290,8 @@ class ConsoleApp(App[int]):
         yield SystemCommand("Pause or resume training", "Between steps", self.action_pause)
         yield SystemCommand("Stop training", "Save a checkpoint and end the run", self.action_stop)
         yield SystemCommand("Save a checkpoint now", "After the current step", self.action_checkpoint)
+        yield SystemCommand("Smooth the plots", "Toggle a moving average of every curve",
+                            lambda: self.action_group("smooth"))
         for tab in TABS:
             yield SystemCommand(f"Show {tab}", f"Switch to the {tab.title()} tab", lambda t=tab: self.action_show_tab(t))
 
@@ -276,11 +299,17 @@ class ConsoleApp(App[int]):
 
     @work(thread=True, exclusive=True, group="train", exit_on_error=False, description="training")
     def _train(self, control: TrainerControl) -> None:
-        self.runner(self.cfg, self.inbox.put, control, self.run_dir, self.resume)
+        self.backend.train(self.cfg, TrainRequest(self.run_dir, self.resume), self.inbox.put, control)
 
     @work(thread=True, exclusive=True, group="source", exit_on_error=False, description="events file")
     def _follow(self, path: Path, follow: bool) -> None:
-        follow_events(path, self.inbox.put, get_current_worker().cancelled_event, follow=follow)
+        follow_events(path, self.inbox.put, get_current_worker().cancelled_event, follow=follow,
+                      stall_after=self.stall_after, max_line=self.max_line)
+
+    @work(thread=True, group="source", exit_on_error=False, description="compared events file")
+    def _follow_compared(self, index: int, path: Path) -> None:
+        follow_events(path, lambda event: self.inbox.put(Compared(index, event)), get_current_worker().cancelled_event,
+                      follow=False, max_line=self.max_line)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker, state = event.worker, event.state

@@ -72,11 +72,11 @@ _CONTROL = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0, 32), *range(127, 
 
 def plain(value: Any) -> Any:
     """A string cell of a DataTable made literal: tables read strings as markup, and a path or an
-    id from the data such as `data[/q]` would raise MarkupError and take the console down.
-    Anything else is returned unchanged."""
+    id from the data such as `data[/q]` would raise MarkupError and take the console down; control
+    characters are replaced (see `printable`). Anything else is returned unchanged."""
     from rich.markup import escape
 
-    return escape(value) if isinstance(value, str) else value
+    return escape(printable(value, one_line=True)) if isinstance(value, str) else value
 
 
 def printable(text: str, one_line: bool = False) -> str:
@@ -84,3 +84,21 @@ def printable(text: str, one_line: bool = False) -> str:
     cursor) become U+FFFD; with `one_line`, newlines and tabs become ⏎ and a space."""
     text = text.translate(_CONTROL)
     return text.replace("\n", "⏎").replace("\t", " ") if one_line else text
+
+
+SMOOTHING = 0.8
+"""Weight of the exponential moving average the plots apply when smoothing is on."""
+
+
+def smooth(values: Sequence[float], weight: float = SMOOTHING) -> list[float]:
+    """An exponential moving average, debiased as TensorBoard's is (so the first points are not
+    pulled towards zero); non-finite values are passed through and skipped."""
+    out, last, n = [], 0.0, 0
+    for v in values:
+        if not math.isfinite(v):
+            out.append(v)
+            continue
+        n += 1
+        last = weight * last + (1 - weight) * v
+        out.append(last / (1 - weight ** n))
+    return out

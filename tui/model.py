@@ -8,12 +8,14 @@ which they tell by the version counters.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
 from searchgrpo import events as ev
+from tui.sources import SourceStalled
 
 HISTORY = 20_000
 """Steps of metric history kept (older steps fall off the plots)."""
@@ -33,7 +35,9 @@ class JobModel:
     status: str = "idle"
     """idle | running | done | failed"""
     progress: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Units (a policy, or checkpoint:stage) to (done, total), in arrival order."""
+    """Units (a policy, or a checkpoint) to (done, total), in arrival order."""
+    stages: dict[str, str] = field(default_factory=dict)
+    """A merged checkpoint's current stage (load, reference, merge, save, parity; done at the end)."""
     result: Any = None
     """EvalReportWritten or MergeFinished."""
     started: Any = None
@@ -43,6 +47,7 @@ class JobModel:
 
     def reset(self) -> None:
         self.status, self.progress, self.result, self.started, self.error = "running", {}, None, None, ""
+        self.stages = {}
         self.version += 1
 
     def fail(self, error: str) -> None:
@@ -74,6 +79,18 @@ class RunModel:
     """Bumped when metric history changes (plots redraw on it)."""
     groups_added: int = 0
     """Groups ever received; tells the group browser that new ones arrived."""
+    stalled_s: float = 0.0
+    """An attached run's file has not grown for this many seconds (0: it is growing, or done)."""
+
+    def clear(self) -> None:
+        """Forget everything: another run starts in this console (widgets keep this object)."""
+        fresh = RunModel()
+        for f in dataclasses.fields(self):
+            if f.name not in ("version", "steps_version", "groups_added"):
+                setattr(self, f.name, getattr(fresh, f.name))
+        self.version += 1
+        self.steps_version += 1
+        self.groups_added += 1  # the group browser redraws (and finds no group)
 
     def record(self, step: int, metrics: dict[str, float]) -> None:
         for key, value in metrics.items():
@@ -83,9 +100,12 @@ class RunModel:
 
     def rewind(self, step: int) -> None:
         """Forget what happened after `step`: a resumed run repeats those steps."""
-        for points in self.history.values():
+        for key, points in list(self.history.items()):
             while points and points[-1][0] > step:
                 points.pop()
+            if not points:  # a metric with no step left is no metric at all
+                del self.history[key]
+                self.metrics.pop(key, None)
         kept = [g for g in self.groups if g.step <= step]
         self.groups.clear()
         self.groups.extend(kept)
@@ -110,7 +130,9 @@ class RunModel:
     def apply(self, event: Any) -> None:
         self.version += 1
         if isinstance(event, ev.RunStarted):
-            if event.start_step or self.info is not None:
+            if self.info is not None and event.run_id != self.info.run_id:
+                self.clear()  # another run: nothing of the last one applies
+            elif event.start_step or self.info is not None:
                 self.rewind(event.start_step)
             self.info, self.total_steps, self.step = event, event.total_steps, event.start_step
             self.epoch = event.start_step // max(event.steps_per_epoch, 1)
@@ -135,11 +157,22 @@ class RunModel:
             self.status, self.error, self.traceback = "failed", event.error, event.traceback
 
 
+@dataclass(frozen=True)
+class Compared:
+    """An event of the `index`-th run the console compares the main run with."""
+
+    index: int
+    event: Any
+
+
 @dataclass
 class ConsoleModel:
-    """Everything the console shows: the run, the eval and merge jobs, and the log."""
+    """Everything the console shows: the run, the runs it is compared with, the eval and merge
+    jobs, and the log."""
 
     run: RunModel = field(default_factory=RunModel)
+    compare: list[RunModel] = field(default_factory=list)
+    """Other runs (`--replay A --replay B`): only their curves are drawn, over the main run's."""
     eval: JobModel = field(default_factory=lambda: JobModel("eval"))
     merge: JobModel = field(default_factory=lambda: JobModel("merge"))
     log: deque[ev.LogMessage] = field(default_factory=lambda: deque(maxlen=LOG_LINES))
@@ -168,6 +201,24 @@ class ConsoleModel:
             job = self.eval if event.job == "eval" else self.merge
             job.fail(event.error)
             self.note("error", f"{event.job} failed: {event.error}", time=event.time)
+        elif isinstance(event, SourceStalled):
+            if bool(event.idle_s) != bool(self.run.stalled_s):
+                self.note("warning", f"{event.path}: no new events for {event.idle_s:.0f}s; the run may have stopped"
+                          if event.idle_s else f"{event.path}: events arrive again")
+            self.run.stalled_s = event.idle_s
+            self.run.version += 1
+        elif isinstance(event, Compared):
+            self._compared(event)
+
+    def _compared(self, wrapped: Compared) -> None:
+        while len(self.compare) <= wrapped.index:
+            self.compare.append(RunModel())
+        run, event = self.compare[wrapped.index], wrapped.event
+        if isinstance(event, (ev.RunStarted, ev.StepFinished, ev.EvalFinished, ev.RunFinished, ev.RunFailed)):
+            run.apply(event)
+        elif isinstance(event, ev.LogMessage):
+            name = run.info.run_id if run.info else f"run {wrapped.index + 2}"
+            self.note(event.level, f"[{name}] {event.text}", time=event.time)
 
     def _job(self, job: JobModel, event: Any) -> None:
         job.version += 1
@@ -176,9 +227,14 @@ class ConsoleModel:
         elif isinstance(event, ev.EvalProgress):
             job.progress[event.policy] = (event.done, event.total)
         elif isinstance(event, ev.MergeProgress):
-            job.progress[f"{event.checkpoint}: {event.stage}"] = (event.done, event.total)
+            # `done` counts the stages finished before this one began.
+            job.progress[event.checkpoint] = (event.done, event.total)
+            job.stages[event.checkpoint] = event.stage
         else:
             job.status, job.result = "done", event
+            if isinstance(event, ev.MergeFinished):
+                job.progress = {unit: (total, total) for unit, (_, total) in job.progress.items()}
+                job.stages = dict.fromkeys(job.progress, "done")
             where = event.path if isinstance(event, ev.EvalReportWritten) else ", ".join(event.outputs)
             self.note("info", f"{job.name} finished: {where}", time=event.time)
 

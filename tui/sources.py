@@ -1,34 +1,42 @@
-"""Where the console's events come from: a live trainer, or a run's `events.jsonl`.
+"""Where the console's events come from when it does not train: a run's `events.jsonl`.
 
-Each source is a plain function that a Textual thread worker runs; it sends core events to a sink
-and never touches widgets. `run_trainer` is the default live runner; the app takes any callable
-with its signature, so tests drive the console with scripted events and no torch.
+`follow_events` runs in a Textual thread worker and sends core events to a sink; it never
+touches widgets. The file may hold anything: lines that are not JSON, JSON that is no event,
+fields of the wrong type, names with control characters, a line of gigabytes. None of these
+stops the console. Bad lines are skipped and counted, and the count reaches the Log tab; a line
+longer than `MAX_LINE` is skipped as it streams past, never held whole. While attached, a file
+that stops growing before its run ended is reported as stalled (`SourceStalled`).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
-from searchgrpo.config import Config
-from searchgrpo.events import EventSink, event_from_dict
-from searchgrpo.train.control import TrainerControl
-
-TrainRunner = Callable[[Config, EventSink, TrainerControl, Optional[Path], bool], Any]
-"""(cfg, sink, control, run_dir, resume): runs training to its end, sending events to sink."""
+from searchgrpo.events import EventSink, LogMessage, RunFailed, RunFinished, RunStarted
+from tui.event_check import decode_event
 
 READ_CHUNK = 4 << 20
 """Bytes read from an events file per pass (a long replay arrives in slices)."""
+MAX_LINE = 64 << 20
+"""Longest event line read; a longer one is skipped (the biggest events, groups of many samples
+with their documents, are a few MiB at most)."""
+STALL_AFTER = 120.0
+"""Seconds without a new line before an attached, unfinished run is reported as stalled."""
+EXAMPLES = 3
+"""Bad lines named in each report (the rest are only counted)."""
 
 
-def run_trainer(cfg: Config, sink: EventSink, control: TrainerControl, run_dir: Path | None, resume: bool) -> None:
-    """Train in this thread (`searchgrpo.runs.train`: events also go to runs/<id>/events.jsonl, so
-    another console can attach to this run and it can be replayed later)."""
-    from searchgrpo.runs import train
+@dataclass(frozen=True)
+class SourceStalled:
+    """The attached file has not grown for `idle_s` seconds (0: it grows again)."""
 
-    train(cfg, sink, control, run_dir=run_dir, resume=resume)
+    path: str
+    idle_s: float
 
 
 def events_file(path: str | Path) -> Path:
@@ -40,45 +48,128 @@ def events_file(path: str | Path) -> Path:
 class JsonlFollower:
     """Reads the complete lines appended to a JSONL file since the last read.
 
-    A line still being written stays buffered until its newline arrives; lines that do not parse
-    are skipped (as `searchgrpo.sinks.read_events` does). A file that shrinks was replaced, and
-    is read again from the start.
+    A line still being written stays buffered until its newline arrives. A file that shrinks was
+    replaced, and is read again from the start. `skipped` counts the bad lines so far and
+    `problems` keeps the not yet reported ones as 'line N: what was wrong'.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_line: int = MAX_LINE) -> None:
         self.path = path
+        self.max_line = max_line
         self.offset = 0
+        self.line_no = 0
+        self.skipped = 0
+        self.problems: list[str] = []
+        self._reported = 0
         self._partial = b""
+        self._oversized = False
+        """In the middle of a line longer than max_line: drop bytes until its newline."""
 
     def read(self) -> list[Any]:
         try:
             size = self.path.stat().st_size
-        except FileNotFoundError:
+        except OSError:
             return []
         if size < self.offset:
-            self.offset, self._partial = 0, b""
-        with self.path.open("rb") as fh:
-            fh.seek(self.offset)
-            data = fh.read(READ_CHUNK)
+            self.offset, self._partial, self._oversized, self.line_no = 0, b"", False, 0
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(READ_CHUNK)
+        except OSError:
+            return []
         self.offset += len(data)
-        *lines, self._partial = (self._partial + data).split(b"\n")
+        return self._lines(data)
+
+    def _lines(self, data: bytes) -> list[Any]:
         events = []
-        for line in lines:
-            try:
-                events.append(event_from_dict(json.loads(line)))
-            except (ValueError, TypeError):
+        start = 0
+        while True:
+            end = data.find(b"\n", start)
+            if end < 0:
+                break
+            piece, start = data[start:end], end + 1
+            if self._oversized:  # the tail of a line already counted as too long
+                self._oversized, self._partial = False, b""
                 continue
+            line, self._partial = self._partial + piece, b""
+            self.line_no += 1
+            if len(line) > self.max_line:
+                self._bad(f"longer than {self.max_line:,} bytes")
+                continue
+            event = self._decode(line)
+            if event is not None:
+                events.append(event)
+        tail = data[start:]
+        if self._oversized:
+            return events
+        if len(self._partial) + len(tail) > self.max_line:
+            self.line_no += 1
+            self._bad(f"longer than {self.max_line:,} bytes")
+            self._partial, self._oversized = b"", True
+        else:
+            self._partial += tail
         return events
 
+    def _decode(self, line: bytes) -> Any:
+        if not line.strip():
+            return None
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError):
+            self._bad("not JSON")
+            return None
+        event, problem = decode_event(data)
+        if problem:
+            self._bad(problem)
+        return event
 
-def follow_events(path: Path, sink: EventSink, stop: threading.Event, *, follow: bool, poll: float = 0.25) -> None:
+    def _bad(self, why: str) -> None:
+        self.skipped += 1
+        if len(self.problems) < EXAMPLES:
+            self.problems.append(f"line {self.line_no}: {why}")
+
+    def report(self) -> LogMessage | None:
+        """A Log tab line about the bad lines found since the last report, if any."""
+        new = self.skipped - self._reported
+        if new <= 0:
+            return None
+        self._reported = self.skipped
+        text = (f"{self.path}: skipped {new} malformed event line(s) ({self.skipped} in all)"
+                f"{': ' if self.problems else ''}{'; '.join(self.problems)}")
+        self.problems = []
+        return LogMessage("warning", text)
+
+
+def follow_events(path: Path, sink: EventSink, stop: threading.Event, *, follow: bool, poll: float = 0.25,
+                  stall_after: float = STALL_AFTER, max_line: int = MAX_LINE,
+                  clock: Callable[[], float] = time.monotonic) -> None:
     """Send every event of `path` to `sink`; with `follow`, keep sending new ones until `stop`."""
-    reader = JsonlFollower(path)
+    reader = JsonlFollower(path, max_line)
+    last_growth, stalled_for, ended = clock(), 0, False
     while not stop.is_set():
+        offset = reader.offset
         events = reader.read()
         for event in events:
+            if isinstance(event, (RunFinished, RunFailed)):
+                ended = True
+            elif isinstance(event, RunStarted):
+                ended = False
             sink(event)
-        if events:
+        note = reader.report()
+        if note is not None:
+            sink(note)
+        if reader.offset != offset:
+            last_growth = clock()
+            if stalled_for:
+                stalled_for = 0
+                sink(SourceStalled(str(path), 0.0))
             continue
-        if not follow or stop.wait(poll):
+        if not follow:
+            return
+        idle = clock() - last_growth
+        if not ended and idle >= stall_after and int(idle) != stalled_for:  # at most one notice a second
+            stalled_for = max(int(idle), 1)
+            sink(SourceStalled(str(path), idle))
+        if stop.wait(poll):
             return

@@ -2,21 +2,33 @@
 
 `scripted_run` builds the events of a plausible run (fixed times, seeded numbers); the
 `ScriptedRunner` plays them as the console's trainer would, honouring pause, stop and
-save-now between steps, and optionally waiting for a test to let each step through.
+save-now between steps, and optionally waiting for a test to let each step through. A
+`ScriptedBackend` is the console's `tui.backend.Backend` for tests: training is a
+`ScriptedRunner`, eval writes a report of the real format and merge makes the folders and
+reports the parity figures the real merge reports; checkpoints are found on disk as the real
+backend finds them.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import threading
+from pathlib import Path
 from typing import Any
 
 from searchgrpo.events import (
     CheckpointSaved,
     DocView,
     EvalFinished,
+    EvalProgress,
+    EvalReportWritten,
+    EvalStarted,
     GroupScored,
     LogMessage,
+    MergeFinished,
+    MergeProgress,
+    MergeStarted,
     RunFailed,
     RunFinished,
     RunPaused,
@@ -81,7 +93,7 @@ def _group(rng: random.Random, step: int, epoch: int, qi: int, k: int, skill: fl
     samples = [SampleView(**{**s.__dict__, "advantage": 0.0 if std == 0 else (s.reward - mean) / std})
                for s in samples]
     return GroupScored(step, epoch, f"q{qi:03d}-r{1 + step % 3}", question, 1 + step % 3, samples, mean, std,
-                       std == 0, list(base[:2]), time)
+                       std == 0, list(base[:2]), time=time)
 
 
 def run_started(total: int = 12, start_step: int = 0, run_id: str = "20260101-000000") -> RunStarted:
@@ -154,6 +166,7 @@ class ScriptedRunner:
 
     def __call__(self, cfg, sink, control, run_dir, resume) -> None:
         self.calls.append({"cfg": cfg, "run_dir": run_dir, "resume": resume})
+        self.finished.clear()
         try:
             self._play(sink, control)
         finally:
@@ -193,3 +206,93 @@ class ScriptedRunner:
             if control.stop.is_set() or control.pause.is_set():
                 return False
         return True
+
+
+def eval_report(policies: list[tuple[str, str | None]]) -> dict[str, Any]:
+    """A `searchgrpo-eval-v1` report of these (name, checkpoint) policies with made-up numbers."""
+    names = [n for n, _ in policies]
+    agg = {n: {"reward_mean": 0.1 * i, "important_discovery": 0.2 + 0.1 * i, "recall_at_k": 0.3, "ndcg_at_k": 0.4,
+               "clues_mean": 2.5, "docs_mean": 9.0, "ci": {"reward_mean": [0.1 * i - 0.05, 0.1 * i + 0.05]}}
+           for i, n in enumerate(names)}
+    paired = {n: {"reward_mean": {"diff": 0.1 * i, "ci": [0.02, 0.2]}, "important_discovery": {"diff": -0.01, "ci": [-0.1, 0.05]},
+                  "recall_at_k": {"diff": 0.0, "ci": [-0.1, 0.1]}, "ndcg_at_k": {"diff": 0.03, "ci": [-0.01, 0.07]}}
+              for i, n in enumerate(names) if n != "baseline" and "baseline" in names}
+    questions = [{"question_id": f"q{i:03d}", "question": f"Which river flows through city {i}?", "states": 2,
+                  "reward": {n: 0.1 * i + 0.05 * j for j, n in enumerate(names)}, "recall_at_k": {n: 0.5 for n in names}}
+                 for i in range(3)]
+    return {"format": "searchgrpo-eval-v1", "created": 0, "seed": 0, "top_k": 5, "states": 6,
+            "decoding": {"greedy": True, "num_samples": 1, "temperature": 1.0},
+            "policies": [{"name": n, "checkpoint": c} for n, c in policies], "aggregate": agg, "paired": paired,
+            "per_question": questions, "per_state": []}
+
+
+MERGE_STAGES = ("load", "reference", "merge", "save", "parity")
+
+
+class ScriptedBackend:
+    """The console's backend with scripted jobs; records every request.
+
+    `eval_error` / `merge_error`, when set, are raised by the next eval / merge. Merge refuses
+    existing outputs unless the request says overwrite, as the real one does.
+    """
+
+    def __init__(self, runner: ScriptedRunner | None = None) -> None:
+        from tui.backend import CoreBackend
+
+        self.runner = runner
+        self.disk = CoreBackend()
+        self.train_requests: list[Any] = []
+        self.eval_requests: list[Any] = []
+        self.merge_requests: list[Any] = []
+        self.eval_error: BaseException | None = None
+        self.merge_error: BaseException | None = None
+
+    def train(self, cfg, request, sink, control) -> None:
+        self.train_requests.append(request)
+        if self.runner is None:
+            raise RuntimeError("this scripted backend has no runner")
+        self.runner(cfg, sink, control, request.run_dir, request.resume)
+
+    def evaluate(self, cfg, request, sink, stop):
+        from tui.backend import EvalDone
+
+        self.eval_requests.append(request)
+        if self.eval_error is not None:
+            raise self.eval_error
+        policies = ([("baseline", None)] if request.baseline else []) + [(Path(c).name, c) for c in request.checkpoints]
+        sink(EvalStarted([n for n, _ in policies], 6, "evals/report.json", T0))
+        for name, _ in policies:
+            for done in range(1, 7):
+                sink(EvalProgress(name, done, 6, T0))
+        path = Path("evals/report.json")
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(eval_report(policies)))
+        sink(EvalReportWritten(str(path), {}, T0))
+        return EvalDone(str(path))
+
+    def merge(self, cfg, request, sink, stop):
+        from tui.backend import MergeDone, MergeRefused
+
+        self.merge_requests.append(request)
+        if self.merge_error is not None:
+            raise self.merge_error
+        outputs = [str(Path(request.output_dir) / f"tiny-grpo-step{int(c[-6:])}") for c in request.checkpoints]
+        existing = [o for o in outputs if Path(o).exists()]
+        if existing and not request.overwrite:
+            return MergeRefused(existing)
+        sink(MergeStarted(list(request.checkpoints), request.output_dir, T0))
+        for c in request.checkpoints:
+            for i, stage in enumerate(MERGE_STAGES):
+                sink(MergeProgress(c, stage, i, len(MERGE_STAGES), T0))
+        for o in outputs:
+            Path(o).mkdir(parents=True, exist_ok=True)
+        parity = [{"output": o, "dtype": "bfloat16", "max_abs_logprob_delta": 0.0012, "greedy_identical": 4,
+                   "probes": 4, "greedy_near_ties": 0} for o in outputs]
+        sink(MergeFinished(outputs, parity, T0))
+        return MergeDone(outputs)
+
+    def newest_run(self, output_dir):
+        return self.disk.newest_run(output_dir)
+
+    def checkpoints(self, run_dir):
+        return self.disk.checkpoints(run_dir)

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import io
 import json
 
-from rich.console import Console
-from textual.widgets import Static
-
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, settle, until
+from tests.tui.conftest import SIZE, make_app, settle, show_tab, text_of, until
 from tests.tui.scripted import ScriptedRunner, run_started, scripted_run, step_events
 from tui.screens.confirm import ConfirmScreen
 from tui.widgets import GroupTable, MetricTable, SampleDetail
-
-
-def text_of(app, selector: str) -> str:
-    """What a Static shows, as plain text."""
-    console = Console(width=200, record=True, file=io.StringIO())
-    console.print(app.screen.query_one(selector, Static).content)
-    return console.export_text()
 
 
 async def test_training_starts_on_keypress_and_fills_the_train_pane(cfg):
@@ -38,7 +27,7 @@ async def test_training_starts_on_keypress_and_fills_the_train_pane(cfg):
         table = app.query_one(GroupTable)
         assert table.row_count == 4 and table.group is run.groups[-1]
         assert run.groups[-1].question in text_of(app, "#group-title")
-        assert app.query_one(MetricTable).get_row("loss/kl")[0] == "loss/kl"
+        assert str(app.query_one(MetricTable).get_row("loss/kl")[0]) == "loss/kl"
 
 
 async def test_start_flag_starts_at_once(cfg):
@@ -213,3 +202,45 @@ async def test_command_palette_offers_the_controls(cfg):
         commands["Show merge"]()
         await pilot.pause()
         assert app.query_one("TabbedContent").active == "merge"
+
+
+async def test_log_lines_use_the_width_of_a_wide_pane(cfg, tmp_path):
+    from searchgrpo.events import LogMessage
+
+    path = tmp_path / "events.jsonl"
+    long = "warning text " * 12 + "END"  # 159 characters
+    write_events(path, [LogMessage("warning", long, 0.0), *scripted_run(steps=2)])
+    app = make_app(cfg, source="replay", events_path=path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        await show_tab(pilot, "5")
+        await settle(pilot)
+        lines = [str(line.text).rstrip() for line in app.query_one("#log-pane").lines]
+        (line,) = [line for line in lines if "warning text" in line]  # one line, not wrapped at 80
+        assert line.endswith("END")
+
+
+def test_compared_replays_must_all_exist(cfg, tmp_path):
+    import pytest
+
+    from searchgrpo.errors import UserError
+    from tui.launch import launch_console
+
+    first = tmp_path / "a.jsonl"
+    write_events(first, scripted_run(steps=1))
+    with pytest.raises(UserError, match="b.jsonl: no events file to replay"):
+        launch_console(cfg, "test", start=False, replay=[first, tmp_path / "b.jsonl"])
+    with pytest.raises(UserError, match="exclusive"):
+        launch_console(cfg, "test", start=False, attach=first, replay=[first])
+
+
+async def test_replays_are_compared_on_the_same_plots(cfg, tmp_path):
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_events(first, scripted_run(steps=4))
+    write_events(second, [run_started(run_id="20260102-000000"), *step_events(1, seed=3), *step_events(2, seed=3)])
+    app = make_app(cfg, source="replay", events_path=first, compare=[second])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        (other,) = app.model.compare
+        assert other.info.run_id == "20260102-000000" and [s for s, _ in other.history["reward/mean"]] == [1, 2]
+        assert app.model.run.step == 4  # the main run is the first one (the picture: test_snapshots.py)

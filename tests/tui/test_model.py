@@ -98,3 +98,67 @@ def test_formatting_helpers():
 def test_model_output_is_made_safe_to_draw():
     assert printable("a\x1b[2Jb\x00c\td\ne") == "a\ufffd[2Jb\ufffdc\td\ne"
     assert printable("a\tb\nc", one_line=True) == "a b⏎c"
+
+
+def test_follower_skips_a_line_over_the_cap_without_holding_it(tmp_path, monkeypatch):
+    import tui.sources as sources
+
+    monkeypatch.setattr(sources, "READ_CHUNK", 1000)
+    path = tmp_path / "events.jsonl"
+    good = json.dumps(event_to_dict(step_events(1)[-1])) + "\n"
+    path.write_text(good + "y" * 50_000 + "\n" + good)
+    follower = JsonlFollower(path, max_line=len(good) + 10)
+    events = []
+    while follower.offset < path.stat().st_size:
+        events += follower.read()
+        assert len(follower._partial) <= follower.max_line  # never more than the cap in memory
+    assert [type(e).__name__ for e in events] == ["StepFinished", "StepFinished"]
+    assert follower.skipped == 1 and follower.problems == [f"line 2: longer than {len(good) + 10:,} bytes"]
+
+
+def test_smoothing_is_a_debiased_moving_average():
+    import pytest
+
+    from tui.format import smooth
+
+    assert smooth([1.0, 1.0, 1.0]) == pytest.approx([1.0, 1.0, 1.0])  # no pull towards zero at the start
+    assert smooth([0.0, 10.0], weight=0.5) == pytest.approx([0.0, 5.0 / 0.75])
+    assert smooth([1.0, float("nan"), 3.0], weight=0.5)[2] == pytest.approx((0.25 + 1.5) / 0.75)
+
+
+def test_compared_runs_get_their_own_curves_and_a_new_run_clears_the_old():
+    from tui.model import Compared
+
+    model = ConsoleModel()
+    model.compare.append(type(model.run)())
+    for event in scripted_run(steps=3):
+        model.apply(event)
+    other = run_started(run_id="20260102-000000")
+    for event in [other, *step_events(1, seed=1), *step_events(2, seed=1)]:
+        model.apply(Compared(0, event))
+    assert [s for s, _ in model.compare[0].history["reward/mean"]] == [1, 2]
+    assert [s for s, _ in model.run.history["reward/mean"]] == [1, 2, 3]
+    model.apply(run_started(run_id="20260103-000000"))  # another run in the main view
+    assert model.run.history == {} and model.run.groups_added > 0 and not model.run.checkpoints
+
+
+def test_ids_are_never_wrapped_and_components_never_cut_mid_word():
+    import io
+
+    from rich.console import Console
+
+    from searchgrpo.events import DocView, SampleView
+    from tui.widgets.group_table import components_text
+    from tui.widgets.sample_detail import render_sample
+
+    docid = "wiki:Harbour_Suite_(composition)#p12"
+    doc = DocView(docid, "Harbour Suite", "A suite for orchestra. " * 8, "IMPORTANT", "names the composer", True, 0, 0)
+    sample = SampleView(0, "{x}", ["Harbour Suite composer"], 1.0, 0.5,
+                        {"new_important": 1.0, "new_relevant": 0.4, "irrelevant": -0.05, "already_discovered": -0.1},
+                        {}, [doc])
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(render_sample(sample))
+    assert docid in console.export_text()  # whole, on one line
+    text = str(components_text(sample, width=22))
+    assert text == "imp+1.00 rel+0.40 (+2)"
+    assert str(components_text(sample)) == "imp+1.00 rel+0.40 seen-0.10 irr-0.05"

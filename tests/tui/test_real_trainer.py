@@ -6,7 +6,7 @@ import pytest
 
 from searchgrpo.sinks import read_events
 from tests.conftest import tiny_config
-from tests.tui.conftest import SIZE, settle
+from tests.tui.conftest import SIZE, settle, show_tab
 from tui.app import ConsoleApp
 from tui.widgets import GroupTable
 
@@ -39,7 +39,7 @@ async def test_console_evaluates_and_merges_a_real_run(tmp_path, monkeypatch):
         await settle(pilot)
         assert app.model.run.status == "completed"
         checkpoint = str(tmp_path / "runs" / "console" / "checkpoints" / "step-000001")
-        await pilot.press("2")
+        await show_tab(pilot, "2")
         await settle(pilot)
         policies = app.query_one("#eval-policies", SelectionList)
         policies.select(checkpoint)
@@ -48,8 +48,8 @@ async def test_console_evaluates_and_merges_a_real_run(tmp_path, monkeypatch):
         await settle(pilot)
         assert app.model.eval.status == "done", app.model.eval
         aggregate = app.query_one("#eval-aggregate", DataTable)
-        assert [aggregate.get_row_at(i)[0] for i in range(aggregate.row_count)] == ["baseline", "step-000001"]
-        await pilot.press("3")
+        assert [str(c.label) for c in aggregate.columns.values()] == ["metric", "baseline", "step-000001"]
+        await show_tab(pilot, "3")
         await settle(pilot)
         app.query_one("#merge-checkpoints", SelectionList).select(checkpoint)
         app.query_one("#merge-output").value = str(tmp_path / "merged")

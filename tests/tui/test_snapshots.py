@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from textual.widgets import SelectionList
 
-from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, until
-from tests.tui.scripted import ScriptedRunner, scripted_run
+from searchgrpo.events import RunStarted, StepFinished, event_to_dict
+from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, until
+from tests.tui.scripted import ScriptedRunner, run_started, scripted_run
+from tui.backend import EvalRequest, MergeRequest
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.eval_pane import EvalPane
 from tui.screens.merge_pane import MergePane
@@ -32,7 +33,9 @@ def utc(monkeypatch):
     time.tzset()
 
 
-def test_train_pane_mid_run(cfg, snap_compare):
+@pytest.mark.parametrize("size", [(80, 24), SIZE, (200, 50)], ids=["80x24", "120x40", "200x50"])
+def test_train_pane_mid_run(cfg, snap_compare, size):
+    """The three layouts: narrow (one view: the group browser), medium and wide."""
     runner = ScriptedRunner(steps=12, gated=True)
 
     async def run_before(pilot):
@@ -41,7 +44,57 @@ def test_train_pane_mid_run(cfg, snap_compare):
         pilot.app.redraw()
         await pilot.pause()
 
-    assert snap_compare(make_app(cfg, runner, start=True), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(make_app(cfg, runner, start=True), terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("view", ["reward", "metrics"])
+def test_narrow_train_pane_switches_views(cfg, snap_compare, view):
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press(*(["v"] if view == "reward" else ["v", "v"]))
+        pilot.app.redraw()
+        await pilot.pause()
+
+    assert snap_compare(make_app(cfg, ScriptedRunner(steps=12), start=True), terminal_size=(80, 24),
+                        run_before=run_before)
+
+
+def test_replays_compared_and_smoothed(cfg, tmp_path, snap_compare):
+    """`--replay A --replay B`: B's reward and metric curves over A's, smoothed with m."""
+    first, second = Path("a.jsonl"), Path("b.jsonl")
+    first.write_text("".join(json.dumps(event_to_dict(e)) + "\n" for e in scripted_run(steps=12)))
+    other = [e for e in scripted_run(steps=12) if not isinstance(e, RunStarted)]
+    second.write_text("".join(json.dumps(event_to_dict(e)) + "\n" for e in [
+        run_started(run_id="20260102-000000"), *(e for e in other if not isinstance(e, StepFinished)),
+        *(StepFinished(e.step, e.epoch, e.total_steps, {**e.metrics, "reward/mean": e.metrics["reward/mean"] + 1.0,
+                                                        "loss/kl": e.metrics["loss/kl"] * 2}, e.time)
+          for e in other if isinstance(e, StepFinished))]))
+
+    async def run_before(pilot):
+        await settle(pilot)
+        await pilot.press("m")
+        pilot.app.redraw()
+        await pilot.pause()
+
+    app = make_app(cfg, source="replay", events_path=first, compare=[second])
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_merge_pane_done(cfg, snap_compare):
+    run = Path("runs/20260101-000000")
+    make_checkpoint(run, 4)
+    step8 = make_checkpoint(run, 8)
+
+    async def run_before(pilot):
+        await show_tab(pilot, "3")
+        pilot.app.query_one("#merge-checkpoints", SelectionList).select(str(step8))
+        pilot.app.query_one(MergePane).start(MergeRequest([str(step8), str(run / "checkpoints" / "step-000004")],
+                                                          "merged"))
+        await settle(pilot)
+        pilot.app.query_one("#merge-checkpoints").focus()
+        await pilot.pause()
+
+    assert snap_compare(make_app(cfg, run_dir=run), terminal_size=SIZE, run_before=run_before)
 
 
 def test_train_pane_flags_a_zero_variance_group(cfg, snap_compare):
@@ -70,17 +123,16 @@ def test_failed_run(cfg, snap_compare):
                         run_before=run_before)
 
 
-def test_eval_pane_with_a_report(cfg, fake_eval, snap_compare):
+def test_eval_pane_with_a_report(cfg, snap_compare):
     make_checkpoint(Path("runs/20260101-000000"), 4)
     make_checkpoint(Path("runs/20260101-000000"), 8)
 
     async def run_before(pilot):
         await settle(pilot)
-        await pilot.press("2")
+        await show_tab(pilot, "2")
         pilot.app.query_one("#eval-policies", SelectionList).select("runs/20260101-000000/checkpoints/step-000008")
         # Not a click: a pressed button stays highlighted for a moment, which would race the screenshot.
-        pilot.app.query_one(EvalPane).start({"baseline": True, "checkpoints": [
-            "runs/20260101-000000/checkpoints/step-000008"], "num_samples": 1, "limit": None})
+        pilot.app.query_one(EvalPane).start(EvalRequest(checkpoints=["runs/20260101-000000/checkpoints/step-000008"]))
         await settle(pilot)
         pilot.app.query_one("#eval-policies").focus()
         await pilot.pause()
@@ -88,16 +140,16 @@ def test_eval_pane_with_a_report(cfg, fake_eval, snap_compare):
     assert snap_compare(make_app(cfg, ScriptedRunner(steps=2), start=True), terminal_size=SIZE, run_before=run_before)
 
 
-def test_merge_pane_asks_before_overwriting(cfg, fake_merge, snap_compare):
+def test_merge_pane_asks_before_overwriting(cfg, snap_compare):
     run = Path("runs/20260101-000000")
     make_checkpoint(run, 4)
     step8 = make_checkpoint(run, 8)
     Path("merged/tiny-grpo-step8").mkdir(parents=True)
 
     async def run_before(pilot):
-        await pilot.press("3")
+        await show_tab(pilot, "3")
         pilot.app.query_one("#merge-checkpoints", SelectionList).select(str(step8))
-        pilot.app.query_one(MergePane).start({"checkpoints": [str(step8)], "output_dir": "merged"})  # see above
+        pilot.app.query_one(MergePane).start(MergeRequest([str(step8)], "merged"))  # see above
         await until(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), "overwrite question")
         pilot.app.redraw()
         await pilot.pause()
@@ -115,7 +167,7 @@ def test_log_pane_of_a_replay(cfg, tmp_path, snap_compare):
 
     async def run_before(pilot):
         await settle(pilot)
-        await pilot.press("5")
+        await show_tab(pilot, "5")
         pilot.app.redraw()
         await pilot.pause()
 

@@ -1,26 +1,24 @@
 """The Eval tab: choose the baseline and/or checkpoints, run eval in a worker, and compare.
 
-The form builds `EvalRequest` fields and the pane runs eval in its own thread worker, whose events
-go to the app's inbox like the trainer's: per round (single SEARCH rounds), or per episode (whole
-multi-agent episodes of each question). When the report is written (read back by
-`searchgrpo.evaluate.report`, as the CLI does), tables show it: aggregate metrics with confidence
-intervals (the fixed-budget recall first), the paired gain of each checkpoint over the baseline,
-the evidence recall after each round (episodes), and the headline metric per question.
+The form builds a `tui.backend.EvalRequest` and the pane runs it through the backend in a thread
+worker (`JobPane`), whose events go to the app's inbox like the trainer's: per round (single
+SEARCH rounds), or per episode (whole multi-agent episodes of each question). When the report is
+written (read back by `searchgrpo.evaluate.report`, as the CLI does), tables show it: aggregate
+metrics with confidence intervals (the fixed-budget recall first), the paired gain of each
+checkpoint over the baseline, the evidence recall after each round (episodes), and the headline
+metric per question.
 """
-
 from __future__ import annotations
 
+import threading
 from pathlib import Path
-from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, Checkbox, DataTable, Input, Label, ProgressBar, SelectionList, Static
-from textual.worker import Worker, WorkerState, get_current_worker
 
-from searchgrpo.config import Config
 from searchgrpo.evaluate.report import (
     EvalReport,
     aggregate_rows,
@@ -30,22 +28,17 @@ from searchgrpo.evaluate.report import (
     paired_rows,
     question_rows,
 )
-from searchgrpo.events import EventSink, LogMessage
-from tui.failures import report_failure
-from tui.format import bar, plain
-from tui.jobs import run_eval_job
-from tui.model import JobModel
+from tui.backend import EvalRequest
+from tui.format import bar, plain, printable
+from tui.screens.job_pane import JobPane
 
 BASELINE = "baseline"
 
 
-class EvalPane(Horizontal):
+class EvalPane(JobPane):
     """Eval form on the left, the comparison on the right."""
 
-    def __init__(self, job: JobModel, cfg: Config, sink: EventSink, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.job, self.cfg, self.sink = job, cfg, sink
-        self._drawn = -1
+    JOB, BUTTON, LABEL = "eval", "eval-run", "Run eval"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="eval-form", classes="form"):
@@ -59,7 +52,7 @@ class EvalPane(Horizontal):
             yield Checkbox("Whole episodes (per question)", id="eval-episodes")
             yield Label("Rounds per episode (blank: eval.episode_rounds)")
             yield Input(id="eval-rounds", placeholder="default", type="integer")
-            yield Button("Run eval", id="eval-run", variant="primary")
+            yield Button(self.LABEL, id=self.BUTTON, variant="primary")
             yield Static(id="eval-status")
             yield ProgressBar(total=1, show_eta=False, id="eval-progress")
         with VerticalScroll(id="eval-results"):
@@ -75,16 +68,20 @@ class EvalPane(Horizontal):
         self.set_policies(None, [])
 
     def set_policies(self, run_dir: Path | None, checkpoints: list[tuple[str, str]]) -> None:
-        """Offer the baseline and these checkpoints, keeping what was chosen."""
+        """Offer the baseline and these checkpoints, keeping what was chosen and the cursor."""
         policies = self.query_one("#eval-policies", SelectionList)
         chosen = set(policies.selected) if policies.option_count else {BASELINE}
+        cursor = policies.highlighted
         policies.clear_options()
         policies.add_option(("baseline (no adapter)", BASELINE, BASELINE in chosen))
         for name, path in reversed(checkpoints):
-            policies.add_option((name, path, path in chosen))
+            policies.add_option((plain(name), path, path in chosen))
+        if cursor is not None and cursor < policies.option_count:
+            policies.highlighted = cursor
+        self.highlight_first(policies)
         where = (f"{len(checkpoints)} checkpoint(s) in {run_dir}" if run_dir else "no run yet") + \
             ("" if checkpoints else ": only the baseline")
-        self.query_one("#eval-run-dir", Static).update(Text(where))
+        self.query_one("#eval-run-dir", Static).update(Text(printable(where, one_line=True)))
 
     @on(Button.Pressed, "#eval-run")
     def _run(self) -> None:
@@ -102,53 +99,37 @@ class EvalPane(Horizontal):
         if episodes and samples != 1:
             self.notify("Episodes are played greedily: set samples to 1.", severity="warning")
             return
-        request: dict[str, Any] = {
-            "baseline": BASELINE in chosen,
-            "checkpoints": [p for p in chosen if p != BASELINE],
-            "num_samples": samples,
-            "limit": limit,
-        }
-        if episodes:
-            request.update(episodes=True, max_rounds=rounds)
-        self.start(request)
+        self.start(EvalRequest(baseline=BASELINE in chosen, checkpoints=[p for p in chosen if p != BASELINE],
+                               num_samples=samples or 1, limit=limit, episodes=episodes,
+                               max_rounds=rounds if episodes else None))
 
-    def start(self, request: dict[str, Any]) -> None:
-        """Run eval with these `EvalRequest` fields."""
-        self.job.reset()
-        self.sink(LogMessage("info", f"eval requested: {request}"))
-        self._eval(request)
+    def describe(self, request: EvalRequest) -> str:
+        policies = (["baseline"] if request.baseline else []) + [Path(c).name for c in request.checkpoints]
+        if request.episodes:
+            questions = f"{request.limit} questions" if request.limit else "every eval question"
+            rounds = f"{request.max_rounds} rounds" if request.max_rounds else "the default rounds"
+            return f"{', '.join(policies)}: whole episodes of {questions}, {rounds} each"
+        states = f"{request.limit} states" if request.limit else "the whole eval split"
+        samples = "greedy" if request.num_samples == 1 else f"{request.num_samples} samples per state"
+        return f"{', '.join(policies)} on {states}, {samples}"
 
-    @work(thread=True, exclusive=True, group="eval", exit_on_error=False, description="eval")
-    def _eval(self, request: dict[str, Any]) -> EvalReport:
-        path = run_eval_job(self.cfg, request, self.sink, get_current_worker().cancelled_event)
-        return load_report(path)
+    def run_job(self, request: EvalRequest, stop: threading.Event) -> EvalReport:
+        done = self.backend.evaluate(self.cfg, request, self.sink, stop)
+        return load_report(done.path)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group != "eval":
-            return
-        if event.state == WorkerState.SUCCESS:
-            self.job.status = "done"
-            self.job.version += 1
-            self.show_report(event.worker.result)
-        elif event.state == WorkerState.ERROR:
-            error = event.worker.error
-            self.job.fail(f"{type(error).__name__}: {error}")
-            report_failure(self, "eval", error)
+    def use_result(self, result: EvalReport) -> None:
+        self.finish()
+        self.show_report(result)
 
-    def update_from(self) -> None:
+    def status_text(self) -> Text:
         job = self.job
-        if job.version == self._drawn:
-            return
-        self._drawn = job.version
-        self.query_one("#eval-run", Button).disabled = job.status == "running"
-        lines = Text()
-        if job.status == "running":
-            lines.append("running…\n", style="bold")
-        elif job.status == "failed":
-            lines.append(f"✖ {job.error}\n", style="bold red")
+        lines = self.status_head()
         for policy, (done, total) in job.progress.items():
-            lines.append(f"{policy[-16:]:<16} {bar(done, total, 10)}\n")
-        self.query_one("#eval-status", Static).update(lines)
+            lines.append(f"{printable(policy, one_line=True)[-16:]:<16} {bar(done, total, 10)}\n")
+        return lines
+
+    def redraw_job(self) -> None:
+        job = self.job
         units = max(len(job.started.policies) * job.started.states, 1) if job.started else 1
         done = sum(d for d, _ in job.progress.values())
         self.query_one("#eval-progress", ProgressBar).update(total=units, progress=done)
@@ -157,7 +138,7 @@ class EvalPane(Horizontal):
         self.query_one("#eval-results").add_class("-has-report")
         unit = "questions, whole episodes" if report.mode == "episodes" else "states"
         self.query_one("#eval-report-title", Static).update(Text.assemble(
-            ("report ", "dim"), (report.path, "bold"), (f"   {report.units} {unit}, top-{report.top_k}", "dim")))
+            ("report ", "dim"), (printable(report.path, one_line=True), "bold"), (f"   {report.units} {unit}, top-{report.top_k}", "dim")))
         agg = self.query_one("#eval-aggregate", DataTable)
         agg.clear(columns=True)
         agg.add_columns("metric", *map(plain, report.policies))
@@ -186,7 +167,7 @@ class EvalPane(Horizontal):
         gain = ["Δ last−first"] if len(report.policies) > 1 else []
         questions.add_columns("id", "question", *map(plain, report.policies), *gain)
         for row in question_rows(report):
-            questions.add_row(*map(plain, row[:1]), Text(row[1][:60]), *map(plain, row[2:]))
+            questions.add_row(*map(plain, row[:1]), Text(printable(row[1], one_line=True)[:60]), *map(plain, row[2:]))
 
 
 def _count(text: str, blank: int | None) -> int | None:

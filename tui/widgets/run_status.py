@@ -1,4 +1,5 @@
-"""The run's headline: state, step, epoch, ETA, a progress bar, and the error when it failed."""
+"""The run's headline: state, step, ETA, epoch, a progress bar, the error when it failed, and a
+hint line (how long the run is, how to stop and resume it; a stalled attach says so here)."""
 
 from __future__ import annotations
 
@@ -8,55 +9,72 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import ProgressBar, Static
 
-from tui.format import STATUS_STYLE, fmt_duration
+from tui.format import STATUS_STYLE, fmt_duration, printable
 from tui.model import RunModel
 
 SOURCE_TAG = {"live": "LIVE", "attach": "ATTACHED (read-only)", "replay": "REPLAY (read-only)"}
 
 
 class RunStatus(Widget):
-    """State badge, step/epoch/ETA line and progress bar of a run."""
+    """State badge, step/ETA/epoch line and progress bar of a run."""
 
     def __init__(self, source: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.source = source
-        self._drawn = -1
+        self._drawn: tuple = ()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="run-line"):
             yield Static(id="run-badge")
             yield Static(id="run-text")
             yield ProgressBar(total=1, show_eta=False, id="run-progress")
+        yield Static(id="run-hint")
         yield Static(id="run-error")
 
     def update_from(self, run: RunModel) -> None:
-        if run.version == self._drawn:
+        if (run.version, run.stalled_s) == self._drawn:
             return
-        self._drawn = run.version
+        self._drawn = (run.version, run.stalled_s)
         self.set_class(run.status == "failed", "-failed")
         self.query_one("#run-badge", Static).update(
             Text(f" {run.status.upper()} ", style=f"reverse {STATUS_STYLE.get(run.status, '')}")
         )
         self.query_one("#run-text", Static).update(self._line(run))
+        self.query_one("#run-hint", Static).update(self._hint(run))
         bar = self.query_one("#run-progress", ProgressBar)
         bar.update(total=max(run.total_steps, 1), progress=run.step)
-        error = f"✖ {run.error}  (traceback in the Log tab)" if run.status == "failed" else ""
+        error = f"✖ {printable(run.error, one_line=True)}  (traceback in the Log tab)" if run.status == "failed" else ""
         self.query_one("#run-error", Static).update(Text(error))
 
     def _line(self, run: RunModel) -> Text:
-        text = Text()
-        text.append(f" {SOURCE_TAG[self.source]} ", style="bold")
+        """What matters first (step, ETA), so a narrow terminal cuts only the run's name."""
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if self.source != "live":
+            text.append(f"{SOURCE_TAG[self.source]} ", style="bold")
         if run.info is None:
             hint = "press s to start training" if self.source == "live" else "waiting for the run's first events"
             return text.append(hint, style="dim")
         info = run.info
         epochs = max(info.epochs, 1)
-        text.append(f"{info.run_id}", style="bold cyan")
-        text.append(f"  {info.base_model} on {info.device}", style="dim")
-        text.append(f"  step {run.step}/{run.total_steps}")
-        text.append(f"  epoch {min(run.epoch + 1, epochs)}/{epochs}")
+        text.append(f"step {run.step}/{run.total_steps}", style="bold")
         if run.active:
-            text.append(f"  ETA {fmt_duration(run.eta_seconds())}")
+            text.append(f"  ETA {fmt_duration(run.eta_seconds())}", style="bold")
+        text.append(f"  epoch {min(run.epoch + 1, epochs)}/{epochs}")
         if run.checkpoints:
             text.append(f"  ckpt {run.checkpoints[-1].step}", style="green")
+        text.append(f"  {printable(info.run_id, one_line=True)}", style="bold cyan")
+        text.append(f"  {printable(info.base_model, one_line=True)} on {printable(info.device, one_line=True)}",
+                    style="dim")
         return text
+
+    def _hint(self, run: RunModel) -> Text:
+        if run.stalled_s:
+            return Text(f"⚠ no new events for {fmt_duration(run.stalled_s)}: the run may have stopped "
+                        "(its process died, or its folder is no longer synced)", style="bold yellow")
+        if self.source != "live" or run.info is None or not run.active:
+            return Text()
+        left = run.eta_seconds()
+        length = (f"{run.total_steps} steps, about {fmt_duration(left)} left at this pace" if left is not None
+                  else f"{run.total_steps} steps; the time left shows after the first step")
+        return Text.assemble((length, ""), ("  ·  x stops with a checkpoint, and ", "dim"),
+                             ("searchgrpo tui --resume", "bold"), (" continues the run later", "dim"))

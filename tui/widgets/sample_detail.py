@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
@@ -22,7 +23,7 @@ def render_sample(sample: SampleView) -> RenderableType:
     parts.append(head)
     comp = Text()
     for name, value in sample.components.items():
-        comp.append(f"{name} ", style="dim")
+        comp.append(f"{printable(name, one_line=True)} ", style="dim")
         style = "green" if value > 0 else "red" if value < 0 else "dim"
         comp.append(f"{value + 0.0:+.2f}", style=style)  # + 0.0 turns -0.0 into 0.0
         comp.append(f" ({sample.counts.get(name, 0):g})   ", style="dim")
@@ -40,14 +41,16 @@ def render_sample(sample: SampleView) -> RenderableType:
         table.add_column("#", width=2, justify="right")
         table.add_column("verdict", width=10)
         table.add_column("", width=4)
-        table.add_column("docid", width=10, overflow="fold")
+        # Ids are never wrapped: the column is as wide as the longest (the document text wraps).
+        table.add_column("docid", min_width=max(len(d.docid) for d in docs), no_wrap=True)
         table.add_column("document", ratio=1, overflow="fold")
         for d in docs:
             body = Text.assemble((printable(d.title), "bold"), "\n", (printable(d.snippet), "dim"))
             if d.reason:
                 body.append(f"\n↳ {printable(d.reason)}", style="italic")
-            table.add_row(str(d.rank + 1), Text(d.label, style=LABEL_STYLE.get(d.label, "")),
-                          Text("new", style="bold") if d.new else Text("seen", style="dim"), Text(d.docid), body)
+            table.add_row(str(d.rank + 1), Text(printable(d.label, one_line=True), style=LABEL_STYLE.get(d.label, "")),
+                          Text("new", style="bold") if d.new else Text("seen", style="dim"),
+                          Text(printable(d.docid, one_line=True), no_wrap=True), body)
         parts.append(table)
     return Group(*parts)
 
@@ -56,6 +59,7 @@ class SampleDetail(VerticalScroll):
     """Scrollable detail of the highlighted sample (maximizable: the Train tab's `d` or enter)."""
 
     ALLOW_MAXIMIZE = True
+    BINDINGS = [Binding("enter", "screen.minimize", "Back", show=False)]
 
     def compose(self):
         yield Static("Select a sample to see its clues, documents and verdicts.", id="sample-body")

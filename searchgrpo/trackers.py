@@ -1,0 +1,296 @@
+"""Experiment trackers: TensorBoard, Weights & Biases, MLflow and trackio, fed from the same events
+as events.jsonl.
+
+`train.report_to` lists the trackers of a run; `runs.train` opens one `TrackerSink` per tracker
+on rank 0 and puts them beside the JSONL sink, so every tracker sees exactly the events the
+console and `events.jsonl` see. Each tracker is an optional extra (`pip install
+'searchgrpo[wandb]'`, ...) imported only when listed; a missing one is one clear line before
+training starts. All four work offline: TensorBoard and trackio write local files, W&B honours
+WANDB_MODE=offline, MLflow writes to `file:{output_dir}/mlruns` unless MLFLOW_TRACKING_URI says
+otherwise.
+
+Metric names follow TRL's GRPOTrainer where it logs the same quantity (`tracker_metrics`), with
+the `train/` and `eval/` prefixes that transformers' tracker callbacks add, so a searchgrpo run
+and a TRL run overlay in the same dashboard. A tracker that fails while logging is switched
+off with one warning; training goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from searchgrpo.config import Config, RewardConfig
+from searchgrpo.errors import UserError, one_line
+from searchgrpo.events import EvalFinished, EventSink, GroupScored, LogMessage, RunFailed, RunStarted, StepFinished
+
+TRACKERS = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio"}
+"""Tracker name to the module it needs (each the extra of the same name)."""
+
+TRL_NAMES = {
+    "reward/mean": "reward",
+    "reward/frac_zero_std": "frac_reward_zero_std",
+    "loss/total": "loss",
+    "loss/kl": "kl",
+    "loss/clip_frac": "clip_ratio/region_mean",
+    "loss/clip_low": "clip_ratio/low_mean",
+    "loss/clip_high": "clip_ratio/high_mean",
+    "grad/norm": "grad_norm",
+    "train/lr": "learning_rate",
+    "rollout/completion_tokens": "completions/mean_length",
+    "rollout/truncated_frac": "completions/clipped_ratio",
+}
+"""searchgrpo's step metric to the name TRL's GRPOTrainer logs the same quantity under. Reward
+components become `rewards/<name>/mean` (weighted, so they add up to `reward`); `reward_std` is
+TRL's mean within-group std, computed from the step's groups (our `reward/std` is the std over
+all samples and keeps its name). TRL's `entropy` has no counterpart here."""
+
+OWN_NAMES = {"reward/std": "rewards/total/std", "reward/min": "rewards/total/min", "reward/max": "rewards/total/max"}
+"""Our own reward statistics, moved out of `reward/` because `reward` is a metric itself: no name
+may be the folder of another (MLflow's file store keeps each metric in a file of that path)."""
+
+COMPONENTS = frozenset(f.name for f in dataclasses.fields(RewardConfig))
+
+
+def tracker_metrics(event: Any, groups: list[GroupScored]) -> dict[str, float]:
+    """What a tracker logs for a StepFinished (with the step's groups) or an EvalFinished;
+    non-finite values are left out (no tracker plots them usefully)."""
+    out: dict[str, float] = {}
+    if isinstance(event, StepFinished):
+        for key, value in event.metrics.items():
+            name = key.split("/", 1)[1] if key.startswith("reward/") else ""
+            trl = f"rewards/{name}/mean" if name in COMPONENTS else TRL_NAMES.get(key) or OWN_NAMES.get(key, key)
+            out[f"train/{trl}"] = value
+        if groups:
+            out["train/reward_std"] = sum(g.reward_std for g in groups) / len(groups)
+        out["train/epoch"] = float(event.epoch)
+    elif isinstance(event, EvalFinished):
+        out = {k if k.startswith("eval/") else f"eval/{k}": v for k, v in event.metrics.items()}
+    out = {k: float(v) for k, v in out.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+    return _no_folder_clashes(out)
+
+
+def _no_folder_clashes(metrics: dict[str, float]) -> dict[str, float]:
+    """`a/b/c` becomes `a/b_c` when `a/b` is a metric too (a metric added to the core later
+    must not break a file-based tracker)."""
+    out = {}
+    for key, value in metrics.items():
+        parts = key.split("/")
+        for i in range(len(parts) - 1, 0, -1):
+            if "/".join(parts[:i]) in metrics:
+                key = "/".join(parts[:i]) + "_" + "_".join(parts[i:])
+                break
+        out[key] = value
+    return out
+
+
+def check_trackers(cfg: Config) -> None:
+    """One line naming the extra to install when a listed tracker's package is missing."""
+    import importlib.util
+
+    for name in cfg.train.report_to:
+        if importlib.util.find_spec(TRACKERS[name]) is None:
+            raise UserError(f"train.report_to lists {name!r} but its package is not installed: "
+                            f"pip install 'searchgrpo[{name}]'")
+
+
+def open_trackers(cfg: Config, run_dir: Path, notify: EventSink) -> list["TrackerSink"]:
+    """One sink per tracker of `train.report_to`, logging the run in `run_dir`."""
+    check_trackers(cfg)
+    kinds = {"tensorboard": TensorBoardTracker, "wandb": WandbTracker, "mlflow": MlflowTracker,
+             "trackio": TrackioTracker}
+    return [TrackerSink(kinds[name](cfg, run_dir), notify) for name in cfg.train.report_to]
+
+
+class TrackerSink:
+    """An EventSink for one tracker: collects the step's groups, hands each step's and eval's
+    metrics to the tracker, and closes it. Never raises: a failing tracker is switched off with
+    one warning sent to `notify`."""
+
+    def __init__(self, tracker: "Tracker", notify: EventSink) -> None:
+        self.tracker, self.notify = tracker, notify
+        self.error = ""
+        self._groups: list[GroupScored] = []
+        self._failed = False
+
+    def __call__(self, event: Any) -> None:
+        if self.error:
+            return
+        try:
+            if isinstance(event, RunStarted):
+                self.tracker.start(event)
+            elif isinstance(event, GroupScored):
+                self._groups.append(event)
+            elif isinstance(event, (StepFinished, EvalFinished)):
+                metrics = tracker_metrics(event, self._groups)
+                self.tracker.log(metrics, event.step, self._groups if isinstance(event, StepFinished) else [])
+                if isinstance(event, StepFinished):
+                    self._groups = []
+            elif isinstance(event, RunFailed):
+                self._failed = True
+        except Exception as exc:  # a tracker must never stop training
+            self.error = f"{type(exc).__name__}: {one_line(exc)}"
+            self.notify(LogMessage("warning", f"{self.tracker.name}: stopped logging ({self.error})"))
+
+    def close(self) -> None:
+        try:
+            self.tracker.close(self._failed or bool(self.error))
+        except Exception as exc:
+            self.notify(LogMessage("warning", f"{self.tracker.name}: could not close ({type(exc).__name__}: {exc})"))
+
+
+class Tracker:
+    """One tracker's calls: `start` at RunStarted, `log` per step and eval, `close` at the end."""
+
+    name = ""
+
+    def __init__(self, cfg: Config, run_dir: Path) -> None:
+        self.cfg, self.run_dir = cfg, run_dir
+        self.project = cfg.train.tracker_project
+
+    def start(self, event: RunStarted) -> None:
+        raise NotImplementedError
+
+    def log(self, metrics: dict[str, float], step: int, groups: list[GroupScored]) -> None:
+        raise NotImplementedError
+
+    def close(self, failed: bool) -> None:
+        raise NotImplementedError
+
+
+def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """A nested config as dotted keys and short string values (trackers' parameter tables)."""
+    out: dict[str, str] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            out.update(flat_config(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = str(value)[:250]
+    return out
+
+
+class TensorBoardTracker(Tracker):
+    """Scalars in `{run_dir}/tensorboard/` (torch's SummaryWriter). A resumed run purges the
+    steps after its checkpoint, so the curves do not double back."""
+
+    name = "tensorboard"
+
+    def start(self, event: RunStarted) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.close(False)
+        self.writer = SummaryWriter(str(self.run_dir / "tensorboard"), purge_step=event.start_step + 1)
+
+    def log(self, metrics: dict[str, float], step: int, groups: list[GroupScored]) -> None:
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, step)
+        self.writer.flush()
+
+    def close(self, failed: bool) -> None:
+        writer = getattr(self, "writer", None)
+        if writer is not None:
+            writer.close()
+            self.writer = None
+
+
+class WandbTracker(Tracker):
+    """A W&B run with the searchgrpo run's id (a resumed run continues it) under
+    `{run_dir}/wandb/`; each step's groups also go to a `completions` table, as TRL's do."""
+
+    name = "wandb"
+
+    def start(self, event: RunStarted) -> None:
+        import wandb
+
+        if getattr(self, "run", None) is not None:
+            return
+        run_id = re.sub(r"[^A-Za-z0-9_-]", "-", event.run_id)[:64]
+        self.run = wandb.init(project=self.project, name=event.run_id, id=run_id, resume="allow",
+                              dir=str(self.run_dir), config=event.config, reinit="create_new")
+
+    def log(self, metrics: dict[str, float], step: int, groups: list[GroupScored]) -> None:
+        import wandb
+
+        row: dict[str, Any] = dict(metrics)
+        if groups:
+            columns = ["step", "state", "question", "sample", "clues", "reward", "advantage"]
+            data = [[step, g.state_id, g.question, s.index, " | ".join(s.clues), s.reward, s.advantage]
+                    for g in groups for s in g.samples]
+            row["completions"] = wandb.Table(columns=columns, data=data)
+        self.run.log(row, step=step)
+
+    def close(self, failed: bool) -> None:
+        run = getattr(self, "run", None)
+        if run is not None:
+            run.finish(exit_code=1 if failed else 0)
+            self.run = None
+
+
+class MlflowTracker(Tracker):
+    """An MLflow run named after the searchgrpo run (a resumed run is a new MLflow run), through
+    MlflowClient so no global MLflow state changes. Default store: `file:{output_dir}/mlruns`."""
+
+    name = "mlflow"
+
+    def start(self, event: RunStarted) -> None:
+        from mlflow.entities import Param
+        from mlflow.tracking import MlflowClient
+
+        uri = os.environ.get("MLFLOW_TRACKING_URI") or f"file:{Path(self.cfg.train.output_dir).resolve()}/mlruns"
+        if uri.startswith("file:"):
+            # MLflow 3 only writes its file store when asked to; it is the store that needs no server.
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        self.client = MlflowClient(tracking_uri=uri)
+        experiment = self.client.get_experiment_by_name(self.project)
+        experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(self.project)
+        name = event.run_id + (f" (resumed at step {event.start_step})" if event.start_step else "")
+        self.run_id = self.client.create_run(experiment_id, run_name=name).info.run_id
+        params = [Param(k, v) for k, v in flat_config(event.config).items()]
+        for i in range(0, len(params), 100):  # MLflow takes at most 100 parameters a batch
+            self.client.log_batch(self.run_id, params=params[i:i + 100])
+
+    def log(self, metrics: dict[str, float], step: int, groups: list[GroupScored]) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()])
+
+    def close(self, failed: bool) -> None:
+        if getattr(self, "run_id", None):
+            self.client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
+            self.run_id = None
+
+
+class TrackioTracker(Tracker):
+    """A trackio run (local: a SQLite database under TRACKIO_DIR, its dashboard with `trackio
+    show`); a resumed run continues the same trackio run."""
+
+    name = "trackio"
+
+    def start(self, event: RunStarted) -> None:
+        import trackio
+
+        if getattr(self, "run", None) is not None:
+            return
+        self.run = trackio.init(project=self.project, name=event.run_id, config=event.config, resume="allow",
+                                embed=False)
+
+    def log(self, metrics: dict[str, float], step: int, groups: list[GroupScored]) -> None:
+        self.run.log(metrics, step=step)
+
+    def close(self, failed: bool) -> None:
+        run = getattr(self, "run", None)
+        if run is not None:
+            run.finish()
+            self.run = None
+
+
+def close_all(sinks: list[TrackerSink]) -> None:
+    for sink in sinks:
+        sink.close()

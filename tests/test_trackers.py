@@ -1,0 +1,221 @@
+"""The experiment trackers of `train.report_to`, each run offline and read back from what it wrote:
+TensorBoard's event file, W&B's offline run file, MLflow's file store, trackio's local database.
+A tracker whose package is not installed is skipped with the extra that brings it."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from searchgrpo.config import load_config
+from searchgrpo.errors import UserError
+from searchgrpo.events import LogMessage
+from searchgrpo.trackers import TRL_NAMES, TrackerSink, check_trackers, open_trackers, tracker_metrics
+from tests.conftest import tiny_config
+from tests.tui.scripted import scripted_run, step_events
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def needs(module: str):
+    return pytest.importorskip(module, reason=f"the {module} extra is not installed: pip install 'searchgrpo[{module}]'")
+
+
+def play(cfg, run_dir: Path, steps: int = 4) -> list[LogMessage]:
+    """The scripted run's events through the trackers of `cfg`, as runs.train wires them."""
+    notes: list[LogMessage] = []
+    sinks = open_trackers(cfg, run_dir, notes.append)
+    for event in scripted_run(steps=steps, total=steps, eval_every=2):
+        for sink in sinks:
+            sink(event)
+    for sink in sinks:
+        sink.close()
+    return notes
+
+
+def expected(step: int) -> dict[str, float]:
+    *groups, finished = step_events(step, total=4)
+    return tracker_metrics(finished, groups)
+
+
+def test_metric_names_follow_trl():
+    *groups, finished = step_events(3, total=4)
+    m = tracker_metrics(finished, groups)
+    mapped = [(ours, trl) for ours, trl in TRL_NAMES.items() if ours in finished.metrics]
+    assert len(mapped) >= 9
+    for ours, trl in mapped:
+        assert m[f"train/{trl}"] == finished.metrics[ours]
+    assert m["train/rewards/new_important/mean"] == finished.metrics["reward/new_important"]
+    assert m["train/reward_std"] == pytest.approx(sum(g.reward_std for g in groups) / len(groups))
+    assert m["train/rewards/total/std"] == finished.metrics["reward/std"]  # ours: the std over all samples
+    assert "train/reward/mean" not in m and m["train/time/step"] == 10.0
+    assert not [k for k in m if any(other.startswith(k + "/") for other in m)]  # no name is another's folder
+
+
+def test_a_new_metric_never_becomes_the_folder_of_another():
+    *groups, finished = step_events(1, total=4)
+    finished.metrics["loss/policy"] = 0.5  # "loss/total" is logged as "loss"
+    assert tracker_metrics(finished, groups)["train/loss_policy"] == 0.5
+
+
+def test_a_missing_tracker_package_is_one_line_naming_the_extra(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # an import of it now fails, as when absent
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "wandb" else object())
+    cfg = load_config(None, ["train.report_to=[wandb]"])
+    with pytest.raises(UserError, match=r"pip install 'searchgrpo\[wandb\]'"):
+        check_trackers(cfg)
+
+
+def test_a_failing_tracker_is_switched_off_with_one_warning(tmp_path):
+    class Broken:
+        name = "broken"
+
+        def start(self, event):
+            raise ConnectionError("no route to host")
+
+        def close(self, failed):
+            pass
+
+    notes: list[LogMessage] = []
+    sink = TrackerSink(Broken(), notes.append)
+    for event in scripted_run(steps=2):
+        sink(event)  # never raises
+    sink.close()
+    assert [n.text for n in notes] == ["broken: stopped logging (ConnectionError: no route to host)"]
+
+
+def test_tensorboard_reads_back_every_step(tmp_path):
+    needs("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cfg = load_config(None, ["train.report_to=[tensorboard]"])
+    assert play(cfg, tmp_path) == []
+    acc = EventAccumulator(str(tmp_path / "tensorboard"))
+    acc.Reload()
+    reward = [(e.step, e.value) for e in acc.Scalars("train/reward")]
+    assert reward == [(s, pytest.approx(expected(s)["train/reward"])) for s in range(1, 5)]
+    assert [e.step for e in acc.Scalars("eval/reward_mean")] == [2, 4]
+    assert {"train/kl", "train/clip_ratio/region_mean", "train/learning_rate", "train/reward_std",
+            "train/rewards/new_important/mean"} <= set(acc.Tags()["scalars"])
+
+
+def wandb_records(path: str) -> list:
+    """The records of a W&B run file (`run-<id>.wandb`): a 7-byte header, then 32 KiB blocks of
+    chunks, each with a 7-byte header (crc, length, type: 1 whole, 2 first, 3 middle, 4 last)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = Path(path).read_bytes()
+    assert data[:4] == b":W&B"
+    pos, chunk, records = 7, b"", []
+    while pos + 7 <= len(data):
+        left = 32768 - pos % 32768
+        if left < 7:
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if kind == 0:
+            break
+        chunk += data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):
+            record = pb.Record()
+            record.ParseFromString(chunk)
+            records.append(record)
+            chunk = b""
+    return records
+
+
+@pytest.mark.slow  # starts wandb's service process
+def test_wandb_offline_run_holds_the_steps_and_a_completions_table(tmp_path, monkeypatch):
+    needs("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    cfg = load_config(None, ["train.report_to=[wandb]"])
+    assert play(cfg, tmp_path) == []
+    wandb = needs("wandb")
+    wandb.teardown()  # the run file is written by wandb's service process: wait until it has ended
+    (path,) = glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "run-*.wandb"))
+    history = [{(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in r.history.item}
+               for r in wandb_records(path) if r.WhichOneof("record_type") == "history"]
+    steps = {h["_step"]: h for h in history}
+    assert sorted(steps) == [1, 2, 3, 4]
+    for step in range(1, 5):
+        assert steps[step]["train/reward"] == pytest.approx(expected(step)["train/reward"])
+        assert steps[step]["completions/_type"] == "table-file" and steps[step]["completions/nrows"] == 8
+    assert steps[2]["eval/reward_mean"] == pytest.approx(0.2)
+    (run,) = [r.run for r in wandb_records(path) if r.WhichOneof("record_type") == "run"]
+    assert run.display_name == "20260101-000000"
+
+
+def test_mlflow_file_store_holds_the_steps(tmp_path, monkeypatch):
+    needs("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    uri = f"file:{tmp_path / 'mlruns'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    cfg = load_config(None, ["train.report_to=[mlflow]", "train.tracker_project=grpo-tests"])
+    assert play(cfg, tmp_path) == []
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("grpo-tests").experiment_id])
+    assert run.info.run_name == "20260101-000000" and run.info.status == "FINISHED"
+    history = client.get_metric_history(run.info.run_id, "train/kl")
+    assert [(m.step, m.value) for m in history] == [(s, pytest.approx(expected(s)["train/kl"])) for s in range(1, 5)]
+    assert run.data.params["model.base"] == "tiny"
+
+
+@pytest.mark.slow  # a Python process of its own
+def test_trackio_local_database_holds_the_steps(tmp_path):
+    needs("trackio")
+    # trackio fixes its folder when imported, so it runs in a process of its own.
+    script = (
+        "from pathlib import Path; from searchgrpo.config import load_config; import tests.test_trackers as t\n"
+        "cfg = load_config(None, ['train.report_to=[trackio]', 'train.tracker_project=grpo-tests'])\n"
+        "assert t.play(cfg, Path('.')) == []\n"
+        "from trackio.sqlite_storage import SQLiteStorage\n"
+        "import json; print('LOGS', json.dumps(SQLiteStorage.get_logs('grpo-tests', '20260101-000000')))\n"
+    )
+    env = {**os.environ, "TRACKIO_DIR": str(tmp_path / "trackio"), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (line,) = [line for line in out.stdout.splitlines() if line.startswith("LOGS ")]
+    logs = json.loads(line[5:])
+    rewards = {row["step"]: row["train/reward"] for row in logs if "train/reward" in row}
+    assert rewards == {s: pytest.approx(expected(s)["train/reward"]) for s in range(1, 5)}
+
+
+@pytest.mark.slow
+def test_training_feeds_the_trackers_from_the_same_events_as_events_jsonl(tmp_path, monkeypatch):
+    needs("tensorboard")
+    needs("mlflow")
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from searchgrpo import runs
+    from searchgrpo.sinks import read_events
+
+    uri = f"file:{tmp_path / 'mlruns'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    cfg = tiny_config(tmp_path, "train.max_steps=2", "train.run_name=tracked", "train.report_to=[tensorboard, mlflow]")
+    seen: list = []
+    runs.train(cfg, seen.append)
+    run_dir = tmp_path / "runs" / "tracked"
+    steps = [e for e in read_events(run_dir / "events.jsonl") if type(e).__name__ == "StepFinished"]
+    acc = EventAccumulator(str(run_dir / "tensorboard"))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("train/loss")] == [
+        (e.step, pytest.approx(e.metrics["loss/total"], rel=1e-6, abs=1e-12)) for e in steps]
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("searchgrpo").experiment_id])
+    grad = client.get_metric_history(run.info.run_id, "train/grad_norm")
+    assert [(m.step, m.value) for m in grad] == [(e.step, pytest.approx(e.metrics["grad/norm"])) for e in steps]
+    assert not [e for e in seen if isinstance(e, LogMessage) and "stopped logging" in e.text]

@@ -1,0 +1,136 @@
+"""The one boundary between the console and the core: train, eval and merge requests in, typed
+results out.
+
+The console never calls `searchgrpo.runs` (or anything that imports torch) itself: it holds a
+`Backend`. `CoreBackend` is the real one and imports the core lazily, inside each call, so the
+console opens at once; tests give the app a scripted backend with the same methods. Requests and
+results are small dataclasses of plain data. Each method runs in a worker thread, sends core
+events to `sink` while it works, and returns a typed result (the job panes post it to themselves
+as a message, see `tui.screens.job_pane`).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Protocol
+
+from searchgrpo.config import Config
+from searchgrpo.events import EventSink
+from searchgrpo.train.control import TrainerControl
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """Train with the app's config: a new run, or `resume` the run in `run_dir` (or the newest)."""
+
+    run_dir: Optional[Path] = None
+    resume: bool = False
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """Score the baseline and/or checkpoints on the eval split (the fields of the core's EvalRequest
+    that the console sets)."""
+
+    baseline: bool = True
+    checkpoints: list[str] = field(default_factory=list)
+    num_samples: int = 1
+    limit: Optional[int] = None
+    episodes: bool = False
+    """Whole multi-agent episodes per question instead of single SEARCH rounds."""
+    max_rounds: Optional[int] = None
+    """Episodes: rounds per episode (None: eval.episode_rounds)."""
+
+
+@dataclass(frozen=True)
+class MergeRequest:
+    """Merge these checkpoints into full models under `output_dir`."""
+
+    checkpoints: list[str]
+    output_dir: str
+    overwrite: bool = False
+
+
+@dataclass(frozen=True)
+class EvalDone:
+    """Eval wrote its JSON report here."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class MergeDone:
+    """Merge wrote these model folders."""
+
+    outputs: list[str]
+
+
+@dataclass(frozen=True)
+class MergeRefused:
+    """Merge wrote nothing: these outputs exist and the request did not say overwrite."""
+
+    existing: list[str]
+
+
+class Backend(Protocol):
+    """What the console asks of the core. Each job method runs in a worker thread and may raise;
+    the caller shows the error."""
+
+    def train(self, cfg: Config, request: TrainRequest, sink: EventSink, control: TrainerControl) -> None:
+        """Train to the end (or until `control` stops it), sending events to `sink`."""
+
+    def evaluate(self, cfg: Config, request: EvalRequest, sink: EventSink, stop: threading.Event) -> EvalDone:
+        """Run eval; returns where the report is."""
+
+    def merge(self, cfg: Config, request: MergeRequest, sink: EventSink,
+              stop: threading.Event) -> MergeDone | MergeRefused:
+        """Run merge; an existing output is refused, not replaced, unless `request.overwrite`."""
+
+    def newest_run(self, output_dir: str | Path) -> Path | None:
+        """The newest run folder under `output_dir`."""
+
+    def checkpoints(self, run_dir: Path | None) -> list[tuple[str, str]]:
+        """(name, path) of the run's complete checkpoints, oldest first (only reads)."""
+
+
+class CoreBackend:
+    """The real core, imported on first use (`searchgrpo.runs` is the front door)."""
+
+    def train(self, cfg: Config, request: TrainRequest, sink: EventSink, control: TrainerControl) -> None:
+        from searchgrpo import runs
+
+        runs.train(cfg, sink, control, run_dir=request.run_dir, resume=request.resume)
+
+    def evaluate(self, cfg: Config, request: EvalRequest, sink: EventSink, stop: threading.Event) -> EvalDone:
+        from searchgrpo import runs
+        from searchgrpo.evaluate.inputs import EvalRequest as CoreEvalRequest
+
+        core = CoreEvalRequest(baseline=request.baseline, checkpoints=list(request.checkpoints),
+                               num_samples=request.num_samples, limit=request.limit, episodes=request.episodes,
+                               max_rounds=request.max_rounds)
+        return EvalDone(str(runs.evaluate(cfg, core, sink, stop)))
+
+    def merge(self, cfg: Config, request: MergeRequest, sink: EventSink,
+              stop: threading.Event) -> MergeDone | MergeRefused:
+        from searchgrpo import runs
+        from searchgrpo.export.merge import MergeRequest as CoreMergeRequest
+        from searchgrpo.export.merge import OutputExists
+
+        core = CoreMergeRequest(checkpoints=list(request.checkpoints), output_dir=request.output_dir,
+                                overwrite=request.overwrite)
+        try:
+            return MergeDone([str(p) for p in runs.merge(cfg, core, sink, stop)])
+        except OutputExists as exc:
+            return MergeRefused(list(exc.paths))
+
+    def newest_run(self, output_dir: str | Path) -> Path | None:
+        from searchgrpo import runs
+
+        return runs.newest_run(output_dir)
+
+    def checkpoints(self, run_dir: Path | None) -> list[tuple[str, str]]:
+        from searchgrpo import runs
+
+        return [(info.path.name, str(info.path)) for info in runs.run_checkpoints(run_dir)]
