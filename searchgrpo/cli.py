@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -49,27 +49,6 @@ SetOpt = Annotated[
     Optional[list[str]], typer.Option("--set", "-s", help="Override a key: --set grpo.beta=0.0 (repeatable).")
 ]
 
-DEBUG_OVERRIDES = (
-    "train.max_steps=4",
-    "train.states_per_step=1",
-    "grpo.num_generations=2",
-    "grpo.max_new_tokens=24",
-    "grpo.max_prompt_tokens=384",
-    "data.max_table_rows=4",
-    "train.eval_every=2",
-    "train.eval_states=2",
-    "train.save_every=2",
-)
-"""`--debug`: the seed's train_debug, a few tiny steps that still touch every stage."""
-
-
-def plain(text: object) -> Any:
-    """Text from data for a rich table or line: no markup, no terminal control, no secret."""
-    from rich.text import Text
-
-    from searchgrpo.redact import scrub
-
-    return Text(scrub(printable(text)))
 
 
 def resolve_config_path(path: Path | None) -> Path | None:
@@ -119,6 +98,8 @@ def train(
         from searchgrpo.runs import launch_data_parallel
 
         raise typer.Exit(launch_data_parallel(sys.argv[1:], num_processes))
+    from searchgrpo.runs import DEBUG_OVERRIDES
+
     extra = (*(DEBUG_OVERRIDES if debug else ()), *((f"train.epochs={epochs}",) if epochs else ()),
              *(("data.strict=true",) if strict else ()))
     cfg, source, run_dir = load_run(config, overrides, extra, resume, run_dir)
@@ -128,7 +109,9 @@ def train(
         from tui.launch import launch_console  # the core imports the console only here, in cli.py
 
         raise typer.Exit(launch_console(cfg, source, start=True, run_dir=run_dir, resume=resume))
-    raise typer.Exit(run_headless(cfg, run_dir=run_dir, resume=resume, allow_changes=allow_changes))
+    from searchgrpo.runs import train_headless
+
+    raise typer.Exit(train_headless(cfg, run_dir=run_dir, resume=resume, allow_changes=allow_changes))
 
 
 @app.command()
@@ -153,13 +136,6 @@ def tui(
                                     attach=attach, replay=replay))
 
 
-def run_headless(cfg: Config, **kwargs: Any) -> int:
-    """Train with rich progress on the terminal and every event in runs/<id>/events.jsonl."""
-    from searchgrpo.runs import train_headless
-
-    return train_headless(cfg, **kwargs)
-
-
 # --------------------------------------------------------------------------- other commands
 
 
@@ -174,22 +150,16 @@ def check(
 
     quiet_libraries()
     from rich.console import Console
-    from rich.table import Table
 
     from searchgrpo.check import CheckResult, run_checks
+    from searchgrpo.terminal import print_check_table
 
     try:
         cfg, source = load(config, overrides)
         results = run_checks(cfg, source, with_model=not no_model)
     except ConfigError as exc:
         results = [CheckResult("config", "FAIL", str(exc), "fix the key named in the message")]
-    table = Table(title="searchgrpo check")
-    for col in ("check", "status", "detail", "fix"):
-        table.add_column(col, overflow="fold")
-    colours = {"PASS": "green", "FAIL": "red", "SKIP": "yellow"}
-    for r in results:
-        table.add_row(r.name, f"[{colours[r.status]}]{r.status}[/]", plain(r.detail), plain(r.fix))
-    Console().print(table)
+    print_check_table(Console(), results)
     raise typer.Exit(1 if any(r.status == "FAIL" for r in results) else 0)
 
 
@@ -197,16 +167,11 @@ def check(
 def show_config(config: ConfigOpt = None, overrides: SetOpt = None) -> None:
     """Print the resolved configuration with each key's documentation."""
     from rich.console import Console
-    from rich.table import Table
+
+    from searchgrpo.terminal import print_config_table
 
     cfg, source = load(config, overrides)
-    table = Table(title=plain(f"config: {source}"))
-    table.add_column("key", style="bold", no_wrap=True)
-    table.add_column("value", overflow="fold")
-    table.add_column("meaning", overflow="fold")
-    for key, value, doc in describe(cfg):
-        table.add_row(key, plain(repr(value)), plain(doc))
-    Console().print(table)
+    print_config_table(Console(), describe(cfg), source)
 
 
 @app.command("demo-world")
@@ -218,16 +183,9 @@ def demo_world(
     top_k: Annotated[int, typer.Option(help="Documents per clue in the baseline pass.")] = 5,
 ) -> None:
     """Generate a demo world of any size (also a scale corpus for benchmarks)."""
-    from searchgrpo.config import DemoConfig
-    from searchgrpo.episodes.world import build_demo
-    from searchgrpo.terminal import count_progress
+    from searchgrpo.runs import demo_world as write_demo_world
 
-    if questions < 1 or distractors < 0:
-        raise UserError("--questions must be >= 1 and --distractors >= 0")
-    if out.exists() and any(out.iterdir()):
-        raise UserError(f"{out}: folder exists and is not empty")
-    with count_progress("baseline multi-agent pass") as progress:
-        paths = build_demo(out, DemoConfig(questions, seed, distractors), top_k=top_k, progress=progress)
+    paths = write_demo_world(out, questions=questions, distractors=distractors, seed=seed, top_k=top_k)
     typer.echo(printable(f"corpus: {paths.corpus}") + "\n" + printable(f"questions: {paths.questions}") + "\n"
                + printable(f"traces: {paths.traces}"))
 
@@ -253,33 +211,20 @@ def evaluate(
 ) -> None:
     """Compare fine-tuned checkpoints with the baseline on held-out states (or, with --episodes,
     whole multi-agent episodes of held-out questions); write a JSON report."""
-    import math
-
     from rich.console import Console
 
     from searchgrpo import runs
     from searchgrpo.evaluate.inputs import EvalRequest
     from searchgrpo.evaluate.report import eval_tables
-    from searchgrpo.terminal import eval_progress
+    from searchgrpo.terminal import eval_progress, plain
 
-    for bad, option, expected in ((samples < 1, f"--samples {samples}", ">= 1"),
-                                  (limit is not None and limit < 1, f"--limit {limit}", ">= 1 (or leave it out)"),
-                                  (seed < 0, f"--seed {seed}", ">= 0"),
-                                  (not (math.isfinite(temperature) and temperature > 0), f"--temperature {temperature}",
-                                   "a finite number > 0"),
-                                  (max_rounds is not None and max_rounds < 1, f"--max-rounds {max_rounds}", ">= 1"),
-                                  (doc_budget is not None and doc_budget < 1, f"--doc-budget {doc_budget}", ">= 1")):
-        if bad:
-            raise UserError(f"{option} is out of range: expected {expected}")
-    if episodes and samples > 1:
-        raise UserError("--episodes plays greedy episodes: leave --samples at 1")
-    cfg, _ = load(config, overrides, ("data.strict=true",) if strict else ())
     request = EvalRequest(
         baseline=baseline, checkpoints=[str(c) for c in checkpoint or []], output=str(output) if output else None,
         num_samples=samples, temperature=temperature, seed=seed, questions=str(questions) if questions else None,
         traces=str(traces) if traces else None, corpus=str(corpus) if corpus else None,
         limit=limit, episodes=episodes, max_rounds=max_rounds, doc_budget=doc_budget,
-    )
+    ).checked()
+    cfg, _ = load(config, overrides, ("data.strict=true",) if strict else ())
     console = Console()
     with eval_progress(console) as sink:
         path = runs.evaluate(cfg, request, sink)
@@ -305,7 +250,7 @@ def merge(
     from searchgrpo import runs
     from searchgrpo.events import MergeFinished
     from searchgrpo.export.merge import MergeRequest
-    from searchgrpo.terminal import merge_progress
+    from searchgrpo.terminal import merge_progress, print_merge_summary
 
     cfg, _ = load(config, overrides)
     request = MergeRequest([str(c) for c in checkpoint or []], str(run_dir) if run_dir else None, str(output_dir),
@@ -314,12 +259,7 @@ def merge(
     finished: list[MergeFinished] = []
     with merge_progress(console, finished) as sink:
         runs.merge(cfg, request, sink)
-    for p in finished[0].parity:
-        line = plain(p["output"])
-        line.stylize("green")
-        line.append(f": parity passed ({p['dtype']}; max |dlogp| {p['max_abs_logprob_delta']:.2e}, "
-                    f"greedy identical {p['greedy_identical']}/{p['probes']}, near ties {p['greedy_near_ties']})")
-        console.print(line, highlight=False)
+    print_merge_summary(console, finished)
 
 
 @app.command()
@@ -338,21 +278,14 @@ def collect(
     overrides: SetOpt = None,
 ) -> None:
     """Turn a question set into multi-agent traces with a baseline pass (the training data)."""
-    from searchgrpo.episodes.collect import collect_to_folder
-    from searchgrpo.runs import quiet_libraries
-    from searchgrpo.terminal import count_progress
-
-    quiet_libraries()
+    from searchgrpo import runs
 
     if (limit is not None and limit < 1) or max_rounds < 1:
         raise UserError("--limit and --max-rounds must be >= 1")
     cfg, _ = load(config, overrides, (*((f"checker.backend={checker}",) if checker else ()),
                                       *(("data.strict=true",) if strict else ())))
-    with count_progress("collect") as progress:
-        result = collect_to_folder(
-            cfg, questions, out, limit=limit, max_rounds=max_rounds, seed=seed, planner=planner, executor=executor,
-            entity_manager=entity_manager, progress=progress,
-        )
+    result = runs.collect(cfg, questions, out, limit=limit, max_rounds=max_rounds, seed=seed, planner=planner,
+                          executor=executor, entity_manager=entity_manager)
     warnings, lines = result.report()
     for line in warnings:
         typer.echo(f"warning: {printable(line)}", err=True)

@@ -34,6 +34,19 @@ from searchgrpo.errors import UserError
 from searchgrpo.events import EventSink
 from searchgrpo.train.control import TrainerControl
 
+DEBUG_OVERRIDES = (
+    "train.max_steps=4",
+    "train.states_per_step=1",
+    "grpo.num_generations=2",
+    "grpo.max_new_tokens=24",
+    "grpo.max_prompt_tokens=384",
+    "data.max_table_rows=4",
+    "train.eval_every=2",
+    "train.eval_states=2",
+    "train.save_every=2",
+)
+"""`train --debug`: the seed's train_debug, a few tiny steps that still touch every stage."""
+
 
 def quiet_libraries() -> None:
     """Keep library progress bars and deprecation chatter out of the terminal and the console."""
@@ -246,3 +259,31 @@ def merge(cfg: Config, request: Any, sink: EventSink | None = None, stop: thread
             raise UserError(f"{out}: no runs with checkpoints; give --run-dir or --checkpoint")
         request = dataclasses.replace(request, run_dir=str(run_dir))
     return run_merge(cfg, request, sink, stop)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def collect(cfg: Config, questions: str, out: Path, **options: Any) -> Any:
+    """`collect_to_folder` (a question set, or `demo`, to traces and a corpus in `out`) with a
+    progress bar; returns its `CollectResult`."""
+    quiet_libraries()
+    from searchgrpo.episodes.collect import collect_to_folder
+    from searchgrpo.terminal import count_progress
+
+    with count_progress("collect") as progress:
+        return collect_to_folder(cfg, questions, out, progress=progress, **options)
+
+
+def demo_world(out: Path, *, questions: int, distractors: int, seed: int, top_k: int) -> Any:
+    """Write a demo world of this size into the empty or new folder `out`; returns its paths."""
+    from searchgrpo.config import DemoConfig
+    from searchgrpo.episodes.world import build_demo
+    from searchgrpo.terminal import count_progress
+
+    if questions < 1 or distractors < 0:
+        raise UserError("--questions must be >= 1 and --distractors >= 0")
+    if out.exists() and any(out.iterdir()):
+        raise UserError(f"{out}: folder exists and is not empty")
+    with count_progress("baseline multi-agent pass") as progress:
+        return build_demo(out, DemoConfig(questions, seed, distractors), top_k=top_k, progress=progress)

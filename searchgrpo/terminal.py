@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 
 from rich.markup import escape
 
-from searchgrpo.errors import one_line
+from searchgrpo.errors import one_line, printable
 from searchgrpo.events import (
     CheckpointSaved,
     EvalFinished,
@@ -40,18 +40,26 @@ from searchgrpo.events import (
     StepFinished,
 )
 
-_CONTROL = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0, 32), *range(127, 160)) if c not in (9, 10)}
-
 
 def clean(text: Any) -> str:
-    """Data made safe to print with rich markup: control characters (an ESC from a file would
-    drive the terminal) become U+FFFD, newlines and tabs a space, and markup is escaped."""
-    return escape(str(text).translate(_CONTROL).replace("\n", " ").replace("\t", " "))
+    """Data made safe to print with rich markup: newlines and tabs a space, control characters
+    shown as escapes (`errors.printable`: an ESC from a file would drive the terminal), and markup
+    escaped."""
+    return escape(printable(str(text).replace("\n", " ").replace("\t", " ")))
+
+
+def plain(text: object) -> Any:
+    """Data as a rich `Text` for a table or a line: no markup, no terminal control, no secret."""
+    from rich.text import Text
+
+    from searchgrpo.redact import scrub
+
+    return Text(scrub(printable(text)))
 
 
 def print_line(console: Any, text: str) -> None:
     """One message as one line, never wrapped at 80 columns nor read as markup or escapes."""
-    console.print(str(text).translate(_CONTROL), markup=False, highlight=False, soft_wrap=True)
+    console.print(printable(text), markup=False, highlight=False, soft_wrap=True)
 
 
 class ConsoleSink:
@@ -202,3 +210,40 @@ def count_progress(label: str) -> Iterator[Callable[[int, int], None]]:
                   TimeRemainingColumn()) as progress:
         task = progress.add_task(label, total=None)
         yield lambda done, total: progress.update(task, completed=done, total=total)
+
+
+def print_check_table(console: Any, results: list[Any]) -> None:
+    """`searchgrpo check`'s report: each check's status, detail and fix."""
+    from rich.table import Table
+
+    table = Table(title="searchgrpo check")
+    for col in ("check", "status", "detail", "fix"):
+        table.add_column(col, overflow="fold")
+    colours = {"PASS": "green", "FAIL": "red", "SKIP": "yellow"}
+    for r in results:
+        table.add_row(r.name, f"[{colours[r.status]}]{r.status}[/]", plain(r.detail), plain(r.fix))
+    console.print(table)
+
+
+def print_config_table(console: Any, rows: list[tuple[str, Any, str]], source: str) -> None:
+    """`searchgrpo config`: every key, its value and its meaning."""
+    from rich.table import Table
+
+    table = Table(title=plain(f"config: {source}"))
+    table.add_column("key", style="bold", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_column("meaning", overflow="fold")
+    for key, value, doc in rows:
+        table.add_row(key, plain(repr(value)), plain(doc))
+    console.print(table)
+
+
+def print_merge_summary(console: Any, finished: list[MergeFinished]) -> None:
+    """One line per merged model: its folder and its parity figures."""
+    for event in finished:
+        for p in event.parity:
+            line = plain(p["output"])
+            line.stylize("green")
+            line.append(f": parity passed ({p['dtype']}; max |dlogp| {p['max_abs_logprob_delta']:.2e}, "
+                        f"greedy identical {p['greedy_identical']}/{p['probes']}, near ties {p['greedy_near_ties']})")
+            console.print(line, highlight=False)

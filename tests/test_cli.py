@@ -36,7 +36,9 @@ def test_bad_override_is_one_line_exit_2(tmp_path):
 
 def test_train_receives_the_parsed_config(monkeypatch, tmp_path):
     seen = {}
-    monkeypatch.setattr(cli, "run_headless", lambda cfg, **kw: seen.update(cfg=cfg, **kw) or 0)
+    import searchgrpo.runs as runs
+
+    monkeypatch.setattr(runs, "train_headless", lambda cfg, **kw: seen.update(cfg=cfg, **kw) or 0)
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(cli.app, ["train", "--headless", "--debug", "--epochs", "3", "--set", "train.lr=1e-4"])
     assert result.exit_code == 0, result.output

@@ -7,6 +7,7 @@ question set (collected once with the rule-based agents, then cached), or a fold
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,24 @@ class EvalRequest:
     """Episodes: rounds per episode (default eval.episode_rounds)."""
     doc_budget: int | None = None
     """Episodes: documents per SEARCH round sent to the checker (default eval.episode_doc_budget)."""
+
+
+    def checked(self) -> "EvalRequest":
+        """This request, or one clear line (UserError) naming the option that is out of range."""
+        for bad, option, expected in (
+            (self.num_samples < 1, f"--samples {self.num_samples}", ">= 1"),
+            (self.limit is not None and self.limit < 1, f"--limit {self.limit}", ">= 1 (or leave it out)"),
+            (self.seed < 0, f"--seed {self.seed}", ">= 0"),
+            (not (math.isfinite(self.temperature) and self.temperature > 0), f"--temperature {self.temperature}",
+             "a finite number > 0"),
+            (self.max_rounds is not None and self.max_rounds < 1, f"--max-rounds {self.max_rounds}", ">= 1"),
+            (self.doc_budget is not None and self.doc_budget < 1, f"--doc-budget {self.doc_budget}", ">= 1"),
+        ):
+            if bad:
+                raise UserError(f"{option} is out of range: expected {expected}")
+        if self.episodes and self.num_samples > 1:
+            raise UserError("--episodes plays greedy episodes: leave --samples at 1")
+        return self
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ def budget_key(budget: int) -> str:
 def run_eval(cfg: Config, request: EvalRequest, sink: EventSink | None = None,
              stop: threading.Event | None = None) -> Path:
     """Evaluate per round, or per episode with `request.episodes`; returns the report's path."""
+    request = request.checked()
     if request.episodes:
         from searchgrpo.evaluate.episode_eval import run_episode_eval
 
