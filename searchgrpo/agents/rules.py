@@ -1,4 +1,4 @@
-"""Rule-based stand-ins for the multi-agent system's frozen agents, used to write checkpoints.
+"""Rule-based stand-ins for the multi-agent system's frozen agents, used to write traces.
 
 The baseline pass of `collect` needs a Planner, an Executor and an EntityManager. These are simple,
 documented and deterministic rules, so that checkpoints can be made offline for any question set:

@@ -1,5 +1,5 @@
-"""One GRPO update: sample K clue sets per state, score them, and take the clipped, KL-penalised
-policy-gradient step on the LoRA weights.
+"""One GRPO step: a step's scored groups (`rollouts.py`), then the clipped, KL-penalised
+policy-gradient update on the LoRA weights (`update`).
 
 Stages, each timed: `generate` + `score` (`rollouts.collect_groups`: sampling, BM25 + checker +
 reward, and dynamic sampling's replacement rounds), then `loss` (reference and old log-probs where
