@@ -174,6 +174,6 @@ def test_headless_progress_prints_data_literally():
     sink(LogMessage("warning", HOSTILE))
     sink._progress.stop()
     text = out.getvalue()
-    assert "run[/bold]\ufffd[2J" in text and "runs/[red]x" in text and "[bold red]river[/]" in text
+    assert "run[/bold]\\x1b[2J" in text and "runs/[red]x" in text and "[bold red]river[/]" in text
     assert "\x1b]0;" not in text and "\x07" not in text
     assert "loss +3.20e-06  grad 0.400  kl 1.00e-04" in text  # not +0.0000
