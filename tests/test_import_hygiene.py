@@ -1,5 +1,6 @@
 """The core never imports the console; the console and the CLI's help do not load torch."""
 
+import ast
 import pkgutil
 import subprocess
 import sys
@@ -70,3 +71,30 @@ def test_console_imports_no_torch():
 def test_console_model_needs_no_textual():
     loaded = _loaded_after("import tui.model, tui.inbox, tui.sources, tui.format, searchgrpo.evaluate.report")
     assert "textual" not in loaded
+
+
+def test_tests_never_load_benchmarks():
+    """Benchmarks are scripts that change with what they measure; a test that loads one breaks
+    when they do. Shared harnesses live under tests/ (the soak benchmark calls the tests' harness).
+    Any import of, or path into, benchmarks/ counts; the secret scanner, which reads every source
+    folder as text, and this test are the exceptions."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path.name in ("test_security.py", "test_import_hygiene.py"):  # they name the folder to scan for it
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and n.body and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                names = [node.value]
+            else:
+                continue
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
+                          if n == "benchmarks" or n.startswith(("benchmarks.", "benchmarks/"))]
+    assert not offenders, offenders

@@ -1,28 +1,20 @@
-"""The load test's fast version (the hour-long soak is `benchmarks/soak.py`, outside CI): ~30
-steps of the real trainer with checkpoints, evals and the event log, sampling this process's
-memory and file descriptors. No descriptor may leak (during the run or after it is closed) and
-resident memory may grow only by a stated bound after warm-up. A second run talks to an HTTP
-checker, where a leaked socket or thread per request would show at once."""
+"""The load test's fast version: ~30 steps of the real trainer with checkpoints, evals and the
+event log, through the soak harness (`soak_run.py`; the hour-long soak, `benchmarks/soak.py`, runs
+it outside CI), sampling this process's memory and file descriptors. No descriptor may leak (during
+the run or after it is closed) and resident memory may grow only by a stated bound after warm-up.
+A second run talks to an HTTP checker, where a leaked socket or thread per request would show at
+once."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 
 from tests.conftest import TINY_OVERRIDES
-from tests.reliability.helpers import ROOT, FaultServer
+from tests.reliability.helpers import FaultServer
+from tests.reliability.soak_run import soak
 
 RSS_BOUND_MB = 32.0
 """Growth allowed after warm-up over ~25 steps (the hour-long soak's bound is 64 MB)."""
-
-
-def load_soak():
-    spec = importlib.util.spec_from_file_location("soak_benchmark", ROOT / "benchmarks" / "soak.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("soak_benchmark", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def check(report: dict) -> None:
@@ -33,8 +25,7 @@ def check(report: dict) -> None:
 
 
 def test_thirty_steps_leak_no_descriptor_and_stay_within_the_memory_bound(tmp_path):
-    soak = load_soak()
-    report = soak.soak([*TINY_OVERRIDES, f"train.output_dir={tmp_path / 'runs'}", "train.save_every=5",
+    report = soak([*TINY_OVERRIDES, f"train.output_dir={tmp_path / 'runs'}", "train.save_every=5",
                         "train.eval_every=10", "train.eval_states=2", "train.keep_last=2"],
                        steps=30, sample_every=5, warmup=0.3, rss_bound_mb=RSS_BOUND_MB)
     assert report["steps"] == 30 and len(report["samples"]) == 7
@@ -47,10 +38,9 @@ def test_an_http_checker_leaks_no_socket_or_thread(tmp_path, monkeypatch):
     real_generate = rollouts.generate
     monkeypatch.setattr(rollouts, "generate", lambda *a, **kw: [
         [dataclasses.replace(c, text="founder company\nuniversity city born") for c in g] for g in real_generate(*a, **kw)])
-    soak = load_soak()
     with FaultServer() as server:
         server.label = "RELEVANT"
-        report = soak.soak([*TINY_OVERRIDES, f"train.output_dir={tmp_path / 'runs'}", "checker.backend=llm",
+        report = soak([*TINY_OVERRIDES, f"train.output_dir={tmp_path / 'runs'}", "checker.backend=llm",
                             f"checker.server={server.url}", f"checker.cache_path={tmp_path / 'v.sqlite'}",
                             "checker.max_retries=2", "checker.timeout_s=10",  # a failure fails fast
                             "train.save_every=10", "grpo.num_generations=2", "env.top_k=2"],
