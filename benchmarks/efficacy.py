@@ -87,6 +87,7 @@ GOALS = (
     ("no clue prefix shared by more than 10% of clue sets", "top_prefix_share", "clue<=", 0.10),
     ("at most 5% of clues cut at the token limit", "cut_clue_share", "clue<=", 0.05),
     ("near-copied clues (no new document) in at most 10% of clue sets", "redundant_clues_per_set", "clue<=", 0.10),
+    ("at most 5% of clues carry a copied table row", "table_copy_share", "clue<=", 0.05),
 )
 
 
@@ -297,13 +298,14 @@ def markdown(results: dict[str, Any]) -> str:
                 lines.append(f"| {where} | {label(key)} | {shown_base} | {shown_new} | {diff(d) if d else ''} |")
                 first = False
     lines += ["", "| held-out set | policy | clues / set | top prefix (share) | top template share | "
-              "cut at token limit | invented numbers | redundant clues / set | top token share |",
-              "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+              "cut at token limit | invented numbers | copied table rows | redundant clues / set | top token share |",
+              "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, r in results["heldout"].items():
         for policy, c in r["rounds"]["clue_checks"].items():
             lines.append(f"| {name} | {policy} | {c['clues_per_set']:.2f} | `{c['top_prefix']}` "
                          f"({c['top_prefix_share']:.2f}) | {c['top_template_share']:.2f} | {c['cut_clue_share']:.3f} | "
-                         f"{c['invented_number_share']:.3f} | {c.get('redundant_clues_per_set', float('nan')):.2f} | "
+                         f"{c['invented_number_share']:.3f} | {c.get('table_copy_share', float('nan')):.3f} | "
+                         f"{c.get('redundant_clues_per_set', float('nan')):.2f} | "
                          f"{c['most_common_token_share']:.3f} |")
     lines += ["", "| held-out set | goal (issue #14) | measured | met |", "| --- | --- | ---: | :---: |"]
     for g in results["goals"]:

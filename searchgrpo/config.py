@@ -290,6 +290,11 @@ class RewardConfig:
     """Once if the completion hit grpo.max_new_tokens before ending: its last clue is cut off
     (the filler "3rd search clue (1" pattern)."""
 
+    table_copy: float = -0.25
+    """Per clue carrying the prompt's document-table syntax, a `|` or a verdict label in capitals
+    ("IRRELEVANT | Suzanne Iroche"): the template a policy stamps on later-round clues when nothing
+    is left to find (efficacy v2b, docs/efficacy.md)."""
+
     gain_over_original: float = 0.0
     """Per new IMPORTANT document beyond what the state's original clues found (negative when
     fewer): rewards improving on the old Executor rather than matching it. 0 turns it off."""

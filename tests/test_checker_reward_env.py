@@ -119,11 +119,23 @@ def test_a_clue_that_retrieves_nothing_scores_below_a_real_search():
         "zebras\nOrvane river",
     ])
     assert empty.docs == () and empty.reward.counts["empty_clue"] == 2
-    assert empty.reward.total == pytest.approx(2 * -0.3)
+    assert empty.reward.counts["table_copy"] == 2  # the verdict labels are also the table's syntax
+    assert empty.reward.total == pytest.approx(2 * -0.3 + 2 * -0.25)
     assert both.reward.counts["empty_clue"] == 1 and real.reward.counts["empty_clue"] == 0
     assert empty.reward.total < both.reward.total < real.reward.total
     duplicated = env.score_group(STATE, ["IRRELEVANT\nirrelevant"])[0]  # a repeat is a duplicate, not empty twice
     assert duplicated.reward.counts["empty_clue"] == 1 and duplicated.reward.counts["duplicate_clue"] == 1
+
+
+def test_a_table_row_stamped_on_a_clue_costs_what_the_search_gains_nothing_from():
+    """Efficacy v2b's hack: with nothing left to find, the policy stamped a row of the prompt's
+    document table on its clues ("IRRELEVANT | Suzanne Iroche"); they still retrieve documents,
+    so only the clue text shows it."""
+    env = make_env()
+    stamped, plain = env.score_group(STATE, ["IMPERVERBIO | Orvane river\nRELEVANT zebras Orvane", "Orvane river\nzebras Orvane"])
+    assert stamped.reward.counts["table_copy"] == 2 and plain.reward.counts["table_copy"] == 0
+    assert stamped.docs and stamped.reward.weighted["table_copy"] == pytest.approx(-0.5)
+    assert stamped.reward.total < plain.reward.total
 
 
 def test_env_unparsable_and_group_scoring():

@@ -2,8 +2,9 @@
 
 A policy learns what the reward pays for, and some of it is not search skill: facts invented
 inside clues (a year in brackets, "Dai Jitao (2018)"), filler clues cut at the token limit
-("3rd search clue (1"), one template stamped on every question. These functions find them; the
-reward penalises the first two per sample, and eval reports all of them over a whole set.
+("3rd search clue (1"), a row of the prompt's table copied into clues ("IRRELEVANT | Suzanne
+Iroche"), one template stamped on every question. These functions find them; the
+reward penalises invented numbers, cut clues and copied table rows per sample, and eval reports all of them over a whole set.
 
 >>> invented_numbers("Dai Jitao (2018) birthplace", numbers_in("Who was Dai Jitao? born 1891"))
 ['2018']
@@ -11,6 +12,8 @@ reward penalises the first two per sample, and eval reports all of them over a w
 '3rd search'
 >>> clue_template("Maren Dolvik birthplace 1950")
 'N birthplace #'
+>>> copies_table_row("IRRELEVANT | The Gravy Train"), copies_table_row("Gravy Train director")
+(True, False)
 """
 
 from __future__ import annotations
@@ -33,6 +36,17 @@ def numbers_in(text: str) -> set[str]:
 def invented_numbers(clue: str, known: set[str]) -> list[str]:
     """The numbers of `clue` that appear nowhere in `known` (the state's and question's numbers)."""
     return sorted(numbers_in(clue) - known)
+
+
+_TABLE_WORDS = frozenset({"IMPORTANT", "RELEVANT", "IRRELEVANT"})
+"""The verdict labels as the prompt's document table writes them (upper case)."""
+
+
+def copies_table_row(clue: str) -> bool:
+    """Whether a clue carries the prompt's document-table syntax: its column separator `|` or a
+    verdict label in capitals. No search needs either; a policy stamps a table row on its clues
+    ("IRRELEVANT | Suzanne Iroche") when the reward has nothing left to pay for."""
+    return "|" in clue or not _TABLE_WORDS.isdisjoint(_WORD.findall(clue))
 
 
 def state_text(state: SearchState) -> str:

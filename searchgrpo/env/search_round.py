@@ -15,7 +15,7 @@ from typing import Sequence
 from searchgrpo.agents.checker import CheckRequest, DocumentChecker, Verdict
 from searchgrpo.data.labels import Label
 from searchgrpo.data.traces import SearchState
-from searchgrpo.env.clue_checks import invented_numbers, numbers_in, state_text
+from searchgrpo.env.clue_checks import copies_table_row, invented_numbers, numbers_in, state_text
 from searchgrpo.env.prompts import ParsedClues, parse_clues
 from searchgrpo.env.reward import RewardBreakdown, RewardCalculator, component_counts, copies_question
 from searchgrpo.retrieval.clues import ClueSearch, search_clues
@@ -160,6 +160,7 @@ class SearchRoundEnv:
                 empty_clues=run.empty,
                 redundant_clues=run.redundant,
                 invented_number_clues=sum(1 for found in invented if found),
+                table_copies=sum(1 for c in p.clues if copies_table_row(c)),
                 cut=bool(was_cut) and not p.unparsable,
                 original_new_important=original,
             )

@@ -7,6 +7,7 @@ Computed from a report's samples (each a dict with `clues`, `counts` and, from r
   share of clue sets holding a clue with it; one template stamped on every question is a hack;
 - cut clues: the share of clues cut at the token limit (the last clue of a truncated completion);
 - invented numbers: the share of clues holding a number found nowhere in the state or question;
+- copied table rows: the share of clues carrying the prompt's table syntax ("IRRELEVANT | title");
 - volume and copying: clues and words per clue, question copies, long, duplicate and redundant
   clues (a clue that finds nothing the set's earlier clues had not), and the share of the most
   common token among all clue tokens (keyword stuffing).
@@ -18,7 +19,7 @@ import statistics
 from collections import Counter
 from typing import Any, Sequence
 
-from searchgrpo.env.clue_checks import clue_prefix, clue_template, shared_shape
+from searchgrpo.env.clue_checks import clue_prefix, clue_template, copies_table_row, shared_shape
 from searchgrpo.retrieval.search import tokenize
 
 
@@ -47,6 +48,7 @@ def clue_stats(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "top_template_share": template_share,
         "cut_clue_share": sum(1 for s in samples if s.get("truncated") and s["clues"]) / n_clues,
         "invented_number_share": sum(c.get("invented_number", 0.0) for c in counts) / n_clues,
+        "table_copy_share": sum(1 for c in clues if copies_table_row(c)) / n_clues,
         "truncated_share": sum(1 for s in samples if s.get("truncated")) / max(len(samples), 1),
         "most_common_token_share": top_token[0][1] / len(tokens) if top_token else 0.0,
         "distinct_token_ratio": len(set(tokens)) / len(tokens) if tokens else 0.0,

@@ -178,6 +178,7 @@ CLUE_COLUMNS = (
     ("cut_clue_share", "cut at token limit"),
     ("redundant_clues_per_set", "redundant clues / set"),
     ("invented_number_share", "invented numbers"),
+    ("table_copy_share", "copied table rows"),
     ("most_common_token_share", "top token share"),
     ("question_copies_per_set", "question copies / set"),
 )
