@@ -98,7 +98,7 @@ def policy_for(args: argparse.Namespace) -> Any:
         config = random_config(args.model.split(":", 1)[1], bos=1, eos=2, pad=0)
         with torch.device("cuda"):
             model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-        model = attach_lora(load_config(None, overrides), model)
+        model = attach_lora(load_config(None, overrides).lora, model)
         model.config.use_cache = False
         tokenizer = SimpleNamespace(eos_token_id=2, pad_token_id=0, decode=lambda ids, **_: "")
         policy = SimpleNamespace(model=model, tokenizer=tokenizer, device=torch.device("cuda"))

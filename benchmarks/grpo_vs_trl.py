@@ -304,7 +304,7 @@ def run_trl(spec: Spec) -> Outcome:
     from searchgrpo.policy.model import load_tokenizer, resolve_base
 
     cfg = load_config(None, base_overrides(spec))
-    base = resolve_base(cfg)
+    base = resolve_base(cfg.model)
     tokenizer = load_tokenizer(base.path)
     ds, states, prompts = workload(spec, cfg, tokenizer)
     env = make_env(cfg, ds)
@@ -655,7 +655,7 @@ def main() -> None:
         from searchgrpo.config import load_config
         from searchgrpo.policy.model import resolve_base
 
-        args.tokenizer = str(resolve_base(load_config(None, [])).path)
+        args.tokenizer = str(resolve_base(load_config(None, []).model).path)
     from searchgrpo.config import load_config
     from searchgrpo.episodes.world import load_dataset
 

@@ -815,10 +815,10 @@ def to_yaml(cfg: Config) -> str:
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
 
 
-def home_dir(cfg: Config | None = None) -> Path:
+def home_dir(model: ModelConfig | None = None) -> Path:
     """The cache root: model.cache_dir, else $SEARCHGRPO_HOME, else ~/.cache/searchgrpo."""
-    if cfg is not None and cfg.model.cache_dir:
-        return Path(cfg.model.cache_dir).expanduser()
+    if model is not None and model.cache_dir:
+        return Path(model.cache_dir).expanduser()
     env = os.environ.get("SEARCHGRPO_HOME")
     if env:
         return Path(env).expanduser()

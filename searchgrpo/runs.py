@@ -135,7 +135,7 @@ def train(cfg: Config, sink: EventSink, control: TrainerControl | None = None, *
     from searchgrpo.trackers import check_trackers, close_all, open_trackers
     from searchgrpo.train.trainer import Trainer
 
-    check_trackers(cfg)  # before the model loads: a missing tracker package is one line at once
+    check_trackers(cfg.train)  # before the model loads: a missing tracker package is one line at once
     trainer = Trainer(cfg, control=control, run_dir=run_dir, resume=resume, allow_changes=allow_changes)
     jsonl, trackers = None, []
     trainer.sink = redacting(sink)
@@ -144,7 +144,7 @@ def train(cfg: Config, sink: EventSink, control: TrainerControl | None = None, *
 
         def claimed(folder: Path) -> None:
             jsonl.open(folder / "events.jsonl")
-            trackers.extend(open_trackers(cfg, folder, sink))
+            trackers.extend(open_trackers(cfg.train, folder, sink))
 
         trainer.sink = redacting(fanout(jsonl, lambda event: [t(event) for t in trackers], sink))
         trainer.on_claimed = claimed

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from searchgrpo.config import Config, RewardConfig
+from searchgrpo.config import RewardConfig, TrainConfig
 from searchgrpo.errors import UserError, one_line
 from searchgrpo.events import EvalFinished, EventSink, GroupScored, LogMessage, RunFailed, RunStarted, StepFinished
 
@@ -88,22 +88,22 @@ def _no_folder_clashes(metrics: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def check_trackers(cfg: Config) -> None:
+def check_trackers(train: TrainConfig) -> None:
     """One line naming the extra to install when a listed tracker's package is missing."""
     import importlib.util
 
-    for name in cfg.train.report_to:
+    for name in train.report_to:
         if importlib.util.find_spec(TRACKERS[name]) is None:
             raise UserError(f"train.report_to lists {name!r} but its package is not installed: "
                             f"pip install 'searchgrpo[{name}]'")
 
 
-def open_trackers(cfg: Config, run_dir: Path, notify: EventSink) -> list["TrackerSink"]:
+def open_trackers(train: TrainConfig, run_dir: Path, notify: EventSink) -> list["TrackerSink"]:
     """One sink per tracker of `train.report_to`, logging the run in `run_dir`."""
-    check_trackers(cfg)
+    check_trackers(train)
     kinds = {"tensorboard": TensorBoardTracker, "wandb": WandbTracker, "mlflow": MlflowTracker,
              "trackio": TrackioTracker}
-    return [TrackerSink(kinds[name](cfg, run_dir), notify) for name in cfg.train.report_to]
+    return [TrackerSink(kinds[name](train, run_dir), notify) for name in train.report_to]
 
 
 class TrackerSink:
@@ -148,9 +148,9 @@ class Tracker:
 
     name = ""
 
-    def __init__(self, cfg: Config, run_dir: Path) -> None:
-        self.cfg, self.run_dir = cfg, run_dir
-        self.project = cfg.train.tracker_project
+    def __init__(self, train: TrainConfig, run_dir: Path) -> None:
+        self.train, self.run_dir = train, run_dir
+        self.project = train.tracker_project
 
     def start(self, event: RunStarted) -> None:
         raise NotImplementedError
@@ -240,7 +240,7 @@ class MlflowTracker(Tracker):
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
-        uri = os.environ.get("MLFLOW_TRACKING_URI") or f"file:{Path(self.cfg.train.output_dir).resolve()}/mlruns"
+        uri = os.environ.get("MLFLOW_TRACKING_URI") or f"file:{Path(self.train.output_dir).resolve()}/mlruns"
         if uri.startswith("file:"):
             # MLflow 3 only writes its file store when asked to; it is the store that needs no server.
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")

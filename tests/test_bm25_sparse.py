@@ -269,7 +269,7 @@ def test_backend_is_chosen_by_the_config(tiny_cfg):
     ds = load_dataset(tiny_cfg)
     fast = make_retriever(tiny_cfg, ds)
     assert isinstance(fast, SparseBM25Search)
-    assert index_path(home_dir(tiny_cfg) / "indexes", ds.corpus).is_file()
+    assert index_path(home_dir(tiny_cfg.model) / "indexes", ds.corpus).is_file()
     ref = make_retriever(tiny_cfg.replace(**{"env.search_backend": "rank_bm25"}), ds)
     assert isinstance(ref, BM25Search)
     assert search_for_corpus(ds.corpus, "sparse") is fast

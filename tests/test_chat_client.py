@@ -65,7 +65,7 @@ def test_server_down_at_start_fails_in_one_line_within_seconds(tmp_path):
     cfg = tiny_config(tmp_path, "checker.backend=llm", f"checker.server={url}")
     start = time.monotonic()
     with pytest.raises(UserError) as info:
-        open_endpoint(cfg)
+        open_endpoint(cfg.checker)
     assert time.monotonic() - start < 10
     message = str(info.value)
     assert "\n" not in message and url in message and "unreachable" in message

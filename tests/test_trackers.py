@@ -31,7 +31,7 @@ def needs(module: str):
 def play(cfg, run_dir: Path, steps: int = 4) -> list[LogMessage]:
     """The scripted run's events through the trackers of `cfg`, as runs.train wires them."""
     notes: list[LogMessage] = []
-    sinks = open_trackers(cfg, run_dir, notes.append)
+    sinks = open_trackers(cfg.train, run_dir, notes.append)
     for event in scripted_run(steps=steps, total=steps, eval_every=2):
         for sink in sinks:
             sink(event)
@@ -70,7 +70,7 @@ def test_a_missing_tracker_package_is_one_line_naming_the_extra(monkeypatch, tmp
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "wandb" else object())
     cfg = load_config(None, ["train.report_to=[wandb]"])
     with pytest.raises(UserError, match=r"pip install 'searchgrpo\[wandb\]'"):
-        check_trackers(cfg)
+        check_trackers(cfg.train)
 
 
 def test_a_failing_tracker_is_switched_off_with_one_warning(tmp_path):

@@ -14,7 +14,7 @@ from searchgrpo.agents.chat_client import ChatClient, api_key_from_env
 from searchgrpo.agents.llm_checker import LLMChecker
 from searchgrpo.agents.server import EmbeddedServer
 from searchgrpo.agents.verdict_cache import VerdictCache
-from searchgrpo.config import Config, home_dir
+from searchgrpo.config import CheckerConfig
 from searchgrpo.embedded import embedded_gguf_path
 from searchgrpo.errors import UserError
 
@@ -38,10 +38,9 @@ class ChatEndpoint:
             self.server.stop()
 
 
-def open_endpoint(cfg: Config) -> ChatEndpoint:
+def open_endpoint(cc: CheckerConfig) -> ChatEndpoint:
     """Start the embedded server (`checker.server: embedded`) or check the external one. The
     server must answer a health check within seconds, else a one-line error names its URL."""
-    cc = cfg.checker
     key = api_key_from_env(cc.api_key_env)  # a key that cannot be sent is refused here, at the start
     server: EmbeddedServer | None = None
     if cc.server == "embedded":
@@ -71,12 +70,12 @@ def open_endpoint(cfg: Config) -> ChatEndpoint:
     return ChatEndpoint(client, model, structured, cache_model or model, server)
 
 
-def open_llm_checker(cfg: Config, endpoint: ChatEndpoint | None = None) -> LLMChecker:
-    """The `llm` checker over `endpoint` (opened from the config, and then owned, if None)."""
-    cc = cfg.checker
+def open_llm_checker(cc: CheckerConfig, cache_root: Path, endpoint: ChatEndpoint | None = None) -> LLMChecker:
+    """The `llm` checker over `endpoint` (opened from the config, and then owned, if None); its
+    verdict cache is `checker.cache_path`, else `cache_root`/verdicts.sqlite."""
     owned = endpoint is None
-    endpoint = endpoint or open_endpoint(cfg)
-    cache_file = Path(cc.cache_path).expanduser() if cc.cache_path else home_dir(cfg) / "verdicts.sqlite"
+    endpoint = endpoint or open_endpoint(cc)
+    cache_file = Path(cc.cache_path).expanduser() if cc.cache_path else cache_root / "verdicts.sqlite"
     return LLMChecker(
         endpoint.client, endpoint.model, structured_output=endpoint.structured_output, max_tokens=cc.max_tokens,
         max_doc_chars=cc.max_doc_chars, max_concurrency=cc.max_concurrency,

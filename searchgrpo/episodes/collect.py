@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 from searchgrpo.agents.checker import DocumentChecker, checker_stats
 from searchgrpo.agents.rules import RULES_VERSION, RuleEntityManager, RuleExecutor, RulePlanner
-from searchgrpo.config import Config
+from searchgrpo.config import Config, home_dir
 from searchgrpo.data.questions import QuestionRecord
 from searchgrpo.data.traces import RunWriter
 from searchgrpo.episodes.play import EntityManager, Episode, EpisodeStart, Executor, Planner, initial_state, play
@@ -214,7 +214,6 @@ def collect_to_folder(
     another source is refused, so that its traces and corpus always belong together.
     """
     from searchgrpo.agents.checker import GoldChecker
-    from searchgrpo.config import home_dir
     from searchgrpo.data.corpus import Corpus, complete_corpus
     from searchgrpo.data.labels import Label, QuestionLabels
     from searchgrpo.data.questions import load_questions, pooled_corpus
@@ -263,12 +262,12 @@ def collect_to_folder(
         if cfg.checker.backend == "llm" or "llm" in (planner, entity_manager):
             from searchgrpo.agents.endpoint import open_endpoint
 
-            endpoint = open_endpoint(cfg)
+            endpoint = open_endpoint(cfg.checker)
             closers.append(endpoint.close)
         if cfg.checker.backend == "llm":
             from searchgrpo.agents.endpoint import open_llm_checker
 
-            checker: DocumentChecker = open_llm_checker(cfg, endpoint)
+            checker: DocumentChecker = open_llm_checker(cfg.checker, home_dir(cfg.model), endpoint)
             closers.insert(0, checker.close)  # type: ignore[attr-defined]
         else:
             labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in selected}
@@ -287,7 +286,7 @@ def collect_to_folder(
             from searchgrpo.policy.executor import PolicyExecutor
 
             agents["executor"] = PolicyExecutor.base_model(cfg, seed=seed)
-        retriever = search_for_corpus(corpus, cfg.env.search_backend, home_dir(cfg) / "indexes")
+        retriever = search_for_corpus(corpus, cfg.env.search_backend, home_dir(cfg.model) / "indexes")
         stats = collect(selected, retriever, checker, traces_dir, top_k=cfg.env.top_k,
                         max_rounds=max_rounds, seed=seed, progress=progress, **agents)
         checker_counters = checker_stats(checker) or {}
@@ -303,12 +302,11 @@ def collect_question_set(cfg: Config, questions: Path) -> CollectResult:
     (used by `eval --questions`: the same file is collected once)."""
     import hashlib
 
-    from searchgrpo.config import home_dir
     from searchgrpo.errors import UserError
 
     if not questions.is_file():
         raise UserError(f"{questions}: question set not found")
     digest = hashlib.sha1(questions.read_bytes()).hexdigest()[:12]
-    folder = home_dir(cfg) / "collected" / (
+    folder = home_dir(cfg.model) / "collected" / (
         f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}-rules{RULES_VERSION}")
     return collect_to_folder(cfg, str(questions), folder, seed=cfg.train.seed)

@@ -41,7 +41,7 @@ class DemoPaths:
 
 def demo_dir(cfg: Config) -> Path:
     d = cfg.data.demo
-    return home_dir(cfg) / "demo" / f"v{GENERATOR_VERSION}.{RULES_VERSION}t-q{d.questions}-d{d.distractors}-s{d.seed}"
+    return home_dir(cfg.model) / "demo" / f"v{GENERATOR_VERSION}.{RULES_VERSION}t-q{d.questions}-d{d.distractors}-s{d.seed}"
 
 
 def build_demo(target: Path, demo: DemoConfig, *, top_k: int = 5, progress: Callable[[int, int], None] | None = None) -> DemoPaths:
@@ -92,11 +92,11 @@ def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:
     """The configured checker; an `llm` one owns its server and cache until `close()`."""
     if cfg.checker.backend == "gold":
         return GoldChecker(dataset.corpus, dataset.labels)
-    return open_llm_checker(cfg)
+    return open_llm_checker(cfg.checker, home_dir(cfg.model))
 
 
 def make_retriever(cfg: Config, dataset: Dataset) -> Retriever:
-    return search_for_corpus(dataset.corpus, cfg.env.search_backend, home_dir(cfg) / "indexes")
+    return search_for_corpus(dataset.corpus, cfg.env.search_backend, home_dir(cfg.model) / "indexes")
 
 
 def make_env(cfg: Config, dataset: Dataset, checker: DocumentChecker | None = None) -> SearchRoundEnv:

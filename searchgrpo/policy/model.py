@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from searchgrpo.config import Config, ModelConfig, home_dir
+from searchgrpo.config import Config, LoraConfig, ModelConfig, home_dir
 from searchgrpo.embedded import EMBEDDED, EMBEDDED_NAME, embedded_gguf_path
 from searchgrpo.errors import UserError
 from searchgrpo.fileio import atomic_dir
@@ -44,10 +44,10 @@ def _file_key(path: Path) -> str:
     return hashlib.sha1(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:10]
 
 
-def resolve_base(cfg: Config) -> BaseModel:
+def resolve_base(mc: ModelConfig) -> BaseModel:
     """Map `model.base` to a local Hugging Face folder, converting or building it if needed."""
-    spec = cfg.model.base
-    cache = home_dir(cfg) / "models"
+    spec = mc.base
+    cache = home_dir(mc) / "models"
     if spec == EMBEDDED:
         gguf = embedded_gguf_path()
         return BaseModel(convert_gguf(gguf, cache / f"{EMBEDDED_NAME}-{_file_key(gguf)}"), EMBEDDED_NAME, spec)
@@ -170,12 +170,12 @@ def load_tokenizer(path: Path) -> Any:
     return tokenizer
 
 
-def load_base_model(cfg: Config, base: BaseModel, device: Any, dtype: Any) -> Any:
+def load_base_model(mc: ModelConfig, base: BaseModel, device: Any, dtype: Any) -> Any:
     """The frozen base model on `device`, in `dtype` (or 4-bit)."""
     from transformers import AutoModelForCausalLM
 
-    kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": cfg.model.attn_implementation}
-    if cfg.model.load_in_4bit:
+    kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": mc.attn_implementation}
+    if mc.load_in_4bit:
         if device.type != "cuda":
             raise UserError("model.load_in_4bit = true needs a CUDA device; set it to false on CPU")
         if importlib.util.find_spec("bitsandbytes") is None:
@@ -187,12 +187,13 @@ def load_base_model(cfg: Config, base: BaseModel, device: Any, dtype: Any) -> An
         )
         kwargs["device_map"] = {"": device.index or 0}
     model = AutoModelForCausalLM.from_pretrained(str(base.path), **kwargs)
-    if not cfg.model.load_in_4bit:
+    if not mc.load_in_4bit:
         model.to(device)
     return model
 
 
-def attach_lora(cfg: Config, model: Any) -> Any:
+def attach_lora(lc: LoraConfig, model: Any, gradient_checkpointing: bool = False) -> Any:
+    """`model` with a new LoRA adapter of the `lora` section (peft), gradient checkpointing on if asked."""
     from peft import LoraConfig as PeftLoraConfig
     from peft import get_peft_model
 
@@ -200,13 +201,13 @@ def attach_lora(cfg: Config, model: Any) -> Any:
     # weight left unquantised (embeddings, output head, norms) to float32, about 5 GB more for an
     # 8B model with a 152k vocabulary, and float32 activations. The base stays frozen in its
     # compute dtype; gradient checkpointing is enabled below as for a 16-bit base.
-    targets: Any = cfg.lora.target_modules
+    targets: Any = lc.target_modules
     if targets == ["all-linear"]:
         targets = "all-linear"
     lora = PeftLoraConfig(
-        r=cfg.lora.r,
-        lora_alpha=cfg.lora.alpha,
-        lora_dropout=cfg.lora.dropout,
+        r=lc.r,
+        lora_alpha=lc.alpha,
+        lora_dropout=lc.dropout,
         target_modules=targets,
         task_type="CAUSAL_LM",
         bias="none",
@@ -214,8 +215,8 @@ def attach_lora(cfg: Config, model: Any) -> Any:
     try:
         model = get_peft_model(model, lora)
     except ValueError as exc:
-        raise UserError(f"lora.target_modules = {cfg.lora.target_modules}: {str(exc).splitlines()[0]}") from None
-    if cfg.model.gradient_checkpointing:
+        raise UserError(f"lora.target_modules = {lc.target_modules}: {str(exc).splitlines()[0]}") from None
+    if gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
     return model
@@ -227,14 +228,14 @@ def load_policy(cfg: Config, adapter: Path | None = None, device: Any = None) ->
     `device` overrides model.device (a data-parallel rank passes its own GPU)."""
     import torch
 
-    base = resolve_base(cfg)
+    base = resolve_base(cfg.model)
     device = device or resolve_device(cfg.model)
     dtype = resolve_dtype(cfg.model, device)
     tokenizer = load_tokenizer(base.path)
-    model = load_base_model(cfg, base, device, dtype)
+    model = load_base_model(cfg.model, base, device, dtype)
     if adapter is None:
         torch.manual_seed(cfg.train.seed)
-        model = attach_lora(cfg, model)
+        model = attach_lora(cfg.lora, model, cfg.model.gradient_checkpointing)
     else:
         from peft import PeftModel
 

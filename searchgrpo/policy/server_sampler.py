@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import torch
 
 from searchgrpo.agents.server import EmbeddedServer, default_threads
-from searchgrpo.config import Config
+from searchgrpo.config import Config, ModelConfig
 from searchgrpo.embedded import EMBEDDED, embedded_gguf_path
 from searchgrpo.errors import UserError
 from searchgrpo.policy.gguf_lora import BaseInfo, write_gguf_lora
@@ -53,13 +53,13 @@ NEUTRAL = {
 """llama.cpp's other samplers, all off: only temperature and top-p shape the distribution, as in `generate`."""
 
 
-def base_gguf(cfg: Config) -> Path:
+def base_gguf(mc: ModelConfig) -> Path:
     """The GGUF file the server serves: the one `model.base` names (the trainer de-quantises the same file)."""
-    if cfg.model.base == EMBEDDED:
+    if mc.base == EMBEDDED:
         return embedded_gguf_path()
-    path = Path(cfg.model.base).expanduser()
+    path = Path(mc.base).expanduser()
     if path.suffix != ".gguf":
-        raise UserError(f"grpo.sampler = server serves a GGUF model with llama.cpp; model.base = {cfg.model.base!r} "
+        raise UserError(f"grpo.sampler = server serves a GGUF model with llama.cpp; model.base = {mc.base!r} "
                         "is not one (use embedded:smollm2 or a .gguf file; for vLLM see docs/performance.md)")
     return path
 
@@ -105,7 +105,7 @@ class ServerSampler:
     @classmethod
     def for_config(cls, cfg: Config, policy: Any) -> "ServerSampler":
         g = cfg.grpo
-        return cls(policy, base_gguf(cfg), parallel=cfg.train.states_per_step * g.num_generations,
+        return cls(policy, base_gguf(cfg.model), parallel=cfg.train.states_per_step * g.num_generations,
                    slot_context=g.max_prompt_tokens + g.max_new_tokens + 16)
 
     # ------------------------------------------------------------------ the adapter
