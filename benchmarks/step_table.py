@@ -5,7 +5,8 @@
 Trains SmolLM2-135M (the embedded model) on the demo world, the same states with the same
 sampling seeds in every configuration, `--steps` timed steps after one warm-up step each,
 configurations run one after another in this process (each a fresh `Trainer`, its servers closed
-before the next starts):
+before the next starts). A pipelined step also samples the next step, so a pipelined configuration
+runs one more step, untimed, after its timed ones:
 
 - `gold`: the gold checker (labels from the data), the local sampler (`generate`);
 - `llm`: the LLM checker on the embedded llama.cpp server (a fresh verdict cache), local sampler;
@@ -18,7 +19,8 @@ Per configuration: median seconds per step, of it sampling (`time/generate`, whi
 handing the adapter to the server; pipelined, also the next step's old log-probs), scoring in the
 step's own thread (`time/score`: retrieval, checker, reward; pipelined, `time/score_wait`, the wait
 for verdicts computed during the previous update) and the loss, the checker's share of the step
-(scoring / step), and for the server sampler the mean
+(scoring / step), checker calls per step and checker seconds per call (its work differs between
+rows: each policy update changes the clues), and for the server sampler the mean
 `sampler/kl`, `sampler/abs_logp_diff` and `sampler/tis_clipped_frac`. The 1-minute load average
 is recorded around each configuration. Writes --out (JSON) and prints a Markdown table.
 """
@@ -89,7 +91,11 @@ def load1() -> float:
 
 
 def run(name: str, overrides: list[str], args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    cfg = load_config(None, [*WORK, f"train.max_steps={args.steps + 1}", f"train.output_dir={work / name}",
+    pipelined = any(o.startswith("train.pipeline=") and o.split("=", 1)[1].lower() in ("true", "on", "1")
+                    for o in overrides)
+    # Pipelined, a step also samples the next one, except the last: that step is run but not timed.
+    total = args.steps + 1 + (1 if pipelined else 0)
+    cfg = load_config(None, [*WORK, f"train.max_steps={total}", f"train.output_dir={work / name}",
                              f"checker.cache_path={work / (name + '-verdicts.sqlite')}", *overrides, *args.overrides])
     steps: list[dict[str, float]] = []
 
@@ -103,18 +109,22 @@ def run(name: str, overrides: list[str], args: argparse.Namespace, work: Path) -
     before = load1()
     start = time.perf_counter()
     Trainer(cfg, sink=on_event).train()
-    timed = steps[1:]  # the first step is the warm-up
+    timed = steps[1:args.steps + 1]  # the first step is the warm-up
 
     def median(key: str) -> float:
-        return statistics.median(m[key] for m in timed) if timed and key in timed[0] else float("nan")
+        values = [m[key] for m in timed if key in m]
+        return statistics.median(values) if values else float("nan")
 
     row = {"name": name, "overrides": overrides, "steps": timed, "wall_s": time.perf_counter() - start,
            "load1_before": before, "load1_after": load1()}
     for key in ("time/step", "time/generate", "time/loss", "time/old_logprobs", "sampler/kl",
-                "sampler/abs_logp_diff", "sampler/tis_clipped_frac", "sampler/publish_s", "tokens/completion"):
+                "sampler/abs_logp_diff", "sampler/tis_clipped_frac", "sampler/publish_s", "tokens/completion",
+                "checker/calls", "checker/time_s"):
         row[key] = median(key)
     row["time/score"] = statistics.median(scoring(m) for m in timed)
     row["checker_share"] = statistics.median(scoring(m) / m["time/step"] for m in timed)
+    calls = sum(m.get("checker/calls", 0.0) for m in timed)
+    row["checker_s_per_call"] = sum(m.get("checker/time_s", 0.0) for m in timed) / calls if calls else float("nan")
     return row
 
 
@@ -124,16 +134,24 @@ def scoring(m: dict[str, float]) -> float:
     return m.get("time/score", 0.0) + m.get("time/score_wait", 0.0)
 
 
+def calls(r: dict[str, Any]) -> str:
+    """Checker calls per step and seconds of checker time per call ('| ' cells when gold)."""
+    if math.isnan(r.get("checker/calls", float("nan"))) or not r["checker/calls"]:
+        return " |"
+    return f"{r['checker/calls']:.0f} | {r['checker_s_per_call']:.2f}"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| configuration | s/step | sampling | scoring | loss | checker share | sampler/kl | |logp diff| | TIS clipped |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| configuration | s/step | sampling | scoring | loss | checker share | checker calls | checker s/call "
+             "| sampler/kl | |logp diff| | TIS clipped |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         server = "grpo.sampler=server" in r["overrides"]
         extra = (f"{r['sampler/kl']:+.4f} | {r['sampler/abs_logp_diff']:.3f} | {r['sampler/tis_clipped_frac']:.3f}"
                  if server else "| |")
         sampling = r["time/generate"] + (0.0 if math.isnan(r["time/old_logprobs"]) else r["time/old_logprobs"])
         lines.append(f"| {r['name']} | {r['time/step']:.2f} | {sampling:.2f} | {r['time/score']:.2f} | "
-                     f"{r['time/loss']:.2f} | {r['checker_share']:.0%} | {extra} |")
+                     f"{r['time/loss']:.2f} | {r['checker_share']:.0%} | {calls(r)} | {extra} |")
     return "\n".join(lines)
 
 
@@ -161,6 +179,11 @@ def main() -> None:
             local, server = by[checker], by[f"{checker}+server"]
             ratios[checker] = {"sampling_local_over_server": local["time/generate"] / server["time/generate"],
                                "step_local_over_server": local["time/step"] / server["time/step"]}
+    for name, row in by.items():
+        if name.startswith("llm+pipeline") and "llm" in by:
+            ratios[name] = {"step_sequential_over_pipelined": by["llm"]["time/step"] / row["time/step"],
+                            "checker_s_per_call_pipelined_over_sequential":
+                                row["checker_s_per_call"] / by["llm"]["checker_s_per_call"]}
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     report = {"command": "python " + " ".join(sys.argv), "work": WORK, "threads": args.threads,
               "pipeline_values": [str(v) for v in pipeline_values()], "uptime_end": uptime, "rows": rows,
