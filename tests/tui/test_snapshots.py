@@ -22,6 +22,8 @@ from tui.screens.confirm import ConfirmScreen
 from tui.screens.eval_pane import EvalPane
 from tui.screens.merge_pane import MergePane
 
+pytestmark = pytest.mark.slow  # each renders whole screens (2-4 s): the full tier (`make test`), not `make test-fast`
+
 
 @pytest.fixture(autouse=True)
 def utc(monkeypatch):
