@@ -38,9 +38,9 @@ sys.path.insert(0, str(ROOT))
 
 from searchgrpo.config import load_config  # noqa: E402
 from searchgrpo.episodes.collect import collect_question_set  # noqa: E402
+from searchgrpo.evaluate import run_eval  # noqa: E402
 from searchgrpo.evaluate.inputs import EvalRequest  # noqa: E402
 from searchgrpo.evaluate.report import label, load_report  # noqa: E402
-from searchgrpo.evaluate.round_eval import run_eval  # noqa: E402
 from searchgrpo.events import EvalFinished, StepFinished  # noqa: E402
 from searchgrpo.runs import quiet_libraries  # noqa: E402
 from searchgrpo.sinks import JsonlSink, fanout  # noqa: E402

@@ -10,11 +10,13 @@ own, such as safetensors): a merged model or a checkpoint must be readable by a 
 another user wherever the umask allows it. Temporary names hold the writer's
 pid (`<name>.tmp-<pid>-<random>`), so that leftovers of a killed writer can be told from the
 temporaries of one still running (`remove_stale_temporaries(..., only_dead=True)`).
+`save_model_here` writes a transformers model's folder on any rank of a distributed job.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -164,3 +166,32 @@ def remove_stale_temporaries(folder: Path, *, only_dead: bool = False) -> list[P
                 p.unlink(missing_ok=True)
             removed.append(p)
     return removed
+
+
+def save_model_here(model: Any, folder: Path) -> None:
+    """A transformers model's `save_pretrained(folder)` on this process, whatever its rank in a distributed job.
+
+    transformers writes nothing (silently) on a torch.distributed rank other than 0. The caches
+    built here (a converted GGUF, the tiny model) are per machine: under a multi-machine launch
+    without a shared filesystem, the first process of machine 1 builds its own, and a folder
+    without weights or config would be taken as complete by every later run.
+    """
+    if hasattr(model, "should_save_on_this_rank"):  # transformers >= 5
+        model.should_save_on_this_rank = lambda is_main_process: True
+    try:
+        model.save_pretrained(folder, safe_serialization=True)
+    finally:
+        model.__dict__.pop("should_save_on_this_rank", None)
+    if not (Path(folder) / "config.json").is_file():
+        raise RuntimeError(f"{folder}: save_pretrained wrote no config.json")
+
+
+def json_safe(obj: Any) -> Any:
+    """`obj` with NaN and infinities (no data for a metric) as None, so that it writes as strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj

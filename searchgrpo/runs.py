@@ -239,7 +239,7 @@ def launch_data_parallel(argv: Sequence[str], num_processes: int) -> int:
 def evaluate(cfg: Config, request: Any, sink: EventSink | None = None, stop: threading.Event | None = None) -> Path:
     """Score the requested policies (`EvalRequest`) and write the JSON report; returns its path."""
     quiet_libraries()
-    from searchgrpo.evaluate.round_eval import run_eval
+    from searchgrpo.evaluate import run_eval
 
     return run_eval(cfg, request, sink, stop)
 

@@ -9,10 +9,10 @@ from searchgrpo.agents.rules import RuleEntityManager, RulePlanner
 from searchgrpo.data.corpus import Corpus, Document
 from searchgrpo.data.labels import Label, QuestionLabels
 from searchgrpo.episodes.play import EpisodeStart, initial_state, play
+from searchgrpo.evaluate import run_eval
 from searchgrpo.evaluate.episode_eval import episode_values
 from searchgrpo.evaluate.inputs import EvalRequest
 from searchgrpo.evaluate.report import curve_rows, load_report
-from searchgrpo.evaluate.round_eval import run_eval
 from searchgrpo.retrieval.search import BM25Search
 from tests.conftest import tiny_config
 

@@ -7,8 +7,8 @@ import pytest
 
 from searchgrpo.env.metrics import ndcg
 from searchgrpo.errors import UserError
+from searchgrpo.evaluate import run_eval
 from searchgrpo.evaluate.inputs import EvalRequest
-from searchgrpo.evaluate.round_eval import run_eval
 from searchgrpo.evaluate.stats import mean_ci, median_diff_ci, paired_ratio_diff_ci, ratio_ci
 from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted
 from searchgrpo.retrieval.clues import fused_ranking

@@ -41,10 +41,9 @@ from searchgrpo.evaluate.inputs import (
     report_issues,
     report_path,
 )
-from searchgrpo.evaluate.round_eval import json_safe
 from searchgrpo.evaluate.stats import compare_policies, median_diff_ci
 from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink
-from searchgrpo.fileio import atomic_write_json
+from searchgrpo.fileio import atomic_write_json, json_safe
 
 REPORT_FORMAT = "searchgrpo-episodes-v1"
 

@@ -9,7 +9,7 @@ policy's bootstrap CI, the paired difference of every checkpoint against the bas
 CI, clue-text checks (`clue_stats.py`), and every detail per state: clues, docids, verdicts and
 reward components. The same inputs and seed give the same report (but for its `created` time).
 
-`--episodes` plays whole questions instead (`episode_eval.py`); `run_eval` runs either.
+`--episodes` plays whole questions instead (`episode_eval.py`); `searchgrpo.evaluate.run_eval` runs either.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from searchgrpo.evaluate.inputs import (
 )
 from searchgrpo.evaluate.stats import compare_policies
 from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink
-from searchgrpo.fileio import atomic_write_json
+from searchgrpo.fileio import atomic_write_json, json_safe
 from searchgrpo.policy.scoring import ScoredState, score_policy
 
 REPORT_FORMAT = "searchgrpo-eval-v2"
@@ -47,17 +47,6 @@ REPORT_FORMAT = "searchgrpo-eval-v2"
 
 def budget_key(budget: int) -> str:
     return f"recall_at_{budget}"
-
-
-def run_eval(cfg: Config, request: EvalRequest, sink: EventSink | None = None,
-             stop: threading.Event | None = None) -> Path:
-    """Evaluate per round, or per episode with `request.episodes`; returns the report's path."""
-    request = request.checked()
-    if request.episodes:
-        from searchgrpo.evaluate.episode_eval import run_episode_eval
-
-        return run_episode_eval(cfg, request, sink, stop)
-    return run_round_eval(cfg, request, sink, stop)
 
 
 def run_round_eval(cfg: Config, request: EvalRequest, sink: EventSink | None = None,
@@ -239,12 +228,3 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
-def json_safe(obj: Any) -> Any:
-    """NaN and infinities (no data for a metric) become null, so the report is strict JSON."""
-    if isinstance(obj, float):
-        return obj if np.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    return obj

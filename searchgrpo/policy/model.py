@@ -22,7 +22,7 @@ from typing import Any, Iterator
 from searchgrpo.config import Config, LoraConfig, ModelConfig, home_dir
 from searchgrpo.embedded import EMBEDDED, EMBEDDED_NAME, embedded_gguf_path
 from searchgrpo.errors import UserError
-from searchgrpo.fileio import atomic_dir
+from searchgrpo.fileio import atomic_dir, save_model_here
 
 TINY = "tiny"
 
@@ -98,24 +98,6 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
     except FileExistsError:
         pass  # another process finished the same folder first
     return target
-
-
-def save_model_here(model: Any, folder: Path) -> None:
-    """`model.save_pretrained(folder)` on this process, whatever its rank in a distributed job.
-
-    transformers writes nothing (silently) on a torch.distributed rank other than 0. The caches
-    built here (a converted GGUF, the tiny model) are per machine: under a multi-machine launch
-    without a shared filesystem, the first process of machine 1 builds its own, and a folder
-    without weights or config would be taken as complete by every later run.
-    """
-    if hasattr(model, "should_save_on_this_rank"):  # transformers >= 5
-        model.should_save_on_this_rank = lambda is_main_process: True
-    try:
-        model.save_pretrained(folder, safe_serialization=True)
-    finally:
-        model.__dict__.pop("should_save_on_this_rank", None)
-    if not (Path(folder) / "config.json").is_file():
-        raise RuntimeError(f"{folder}: save_pretrained wrote no config.json")
 
 
 def resolve_device(mc: ModelConfig) -> "Any":

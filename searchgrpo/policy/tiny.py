@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from searchgrpo.fileio import atomic_dir
+from searchgrpo.fileio import atomic_dir, save_model_here
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -64,7 +64,6 @@ def ensure_tiny_model(target: Path, hidden_size: int = 64, layers: int = 2, seed
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    from searchgrpo.policy.model import save_model_here
 
     try:
         with atomic_dir(target, overwrite=False) as tmp:

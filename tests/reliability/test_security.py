@@ -298,8 +298,8 @@ def test_hostile_ids_in_checkpoints_write_nothing_outside_the_run(tmp_path, monk
                       "train.save_every=1", "train.eval_every=2", "train.eval_states=2", "train.run_name=r")
     summary = Trainer(cfg).train()
     assert summary.step == 2
+    from searchgrpo.evaluate import run_eval
     from searchgrpo.evaluate.inputs import EvalRequest
-    from searchgrpo.evaluate.round_eval import run_eval
 
     run_eval(cfg, EvalRequest(checkpoints=[str(latest_checkpoint(summary.run_dir).path)], limit=2,
                               output=str(tmp_path / "report.json")))
