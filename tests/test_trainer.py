@@ -33,6 +33,19 @@ def run(cfg, **kw):
     return trainer, summary, events
 
 
+def run_until(cfg, step):
+    """Train `cfg`, stopping (with a checkpoint) once step `step` ends; returns (summary, events)."""
+    control = TrainerControl()
+    events = []
+
+    def stop_after(event):
+        events.append(event)
+        if isinstance(event, StepFinished) and event.step == step:
+            control.stop.set()
+
+    return Trainer(cfg, sink=stop_after, control=control).train(), events
+
+
 def test_two_steps_change_lora_but_not_the_base(tmp_path):
     cfg = tiny_config(tmp_path, "train.max_steps=2", "grpo.beta=0.1", "train.eval_every=2", "train.eval_states=3")
     trainer = Trainer(cfg, sink=lambda e: None)
@@ -85,15 +98,7 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path):
     _, _, straight = run(tiny_config(tmp_path / "a", *common, "train.run_name=straight"))
     # The same run, stopped after step 2 (with a checkpoint), then resumed.
     cfg = tiny_config(tmp_path / "b", *common, "train.run_name=split")
-    control = TrainerControl()
-    first = []
-
-    def stop_after_two(event):
-        first.append(event)
-        if isinstance(event, StepFinished) and event.step == 2:
-            control.stop.set()
-
-    summary = Trainer(cfg, sink=stop_after_two, control=control).train()
+    summary, first = run_until(cfg, 2)
     assert summary.reason == "stopped" and summary.step == 2
     assert latest_checkpoint(summary.run_dir).step == 2
     _, resumed_summary, second = run(cfg, resume=True, run_dir=summary.run_dir)
@@ -199,15 +204,7 @@ def test_refreshed_states_come_from_the_current_adapter_and_survive_a_resume(tmp
     assert (tmp_path / "a" / "runs" / "straight" / "refreshed" / "step-000002.json").is_file()
 
     cfg = tiny_config(tmp_path / "b", *REFRESH, "train.run_name=split", "train.save_every=3")
-    control = TrainerControl()
-    first = []
-
-    def stop_after_three(event):
-        first.append(event)
-        if isinstance(event, StepFinished) and event.step == 3:
-            control.stop.set()
-
-    summary = Trainer(cfg, sink=stop_after_three, control=control).train()
+    summary, first = run_until(cfg, 3)
     _, _, second = run(cfg, resume=True, run_dir=summary.run_dir)
 
     def metrics(events):
