@@ -81,6 +81,15 @@ def test_limit_keeps_the_whole_corpus_and_another_source_is_refused(tmp_path):
     assert len(load_corpus(more.corpus)) == corpus_size
     with pytest.raises(UserError, match="choose another --out"):
         collect_to_folder(cfg, "demo", tmp_path / "out")
+    # A copy of the same file elsewhere is the same source (the question-set cache is keyed by content).
+    copy = tmp_path / "elsewhere" / source.name
+    copy.parent.mkdir()
+    copy.write_bytes(source.read_bytes())
+    assert collect_to_folder(cfg, str(copy), tmp_path / "out", limit=3).stats.skipped_existing == 3
+    other = tmp_path / "elsewhere" / "other.jsonl"
+    other.write_bytes(source.read_bytes() + b"\n")  # another file, another content
+    with pytest.raises(UserError, match="choose another --out"):
+        collect_to_folder(cfg, str(other), tmp_path / "out")
 
 
 def test_the_base_policy_is_asked_and_the_rule_steps_in_when_it_writes_no_clue(tmp_path):

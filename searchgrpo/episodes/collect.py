@@ -232,18 +232,21 @@ def collect_to_folder(
         world = generate_world(d.questions, d.distractors, d.seed)
         records, documents = world.questions, world.documents
         origin = f"demo:q{d.questions}-d{d.distractors}-s{d.seed}"
+        content = origin
     else:
         records = load_questions(source, issues)
         documents = pooled_corpus(records)
         origin = str(Path(source).expanduser().resolve())
+        content = hashlib.sha1(Path(origin).read_bytes()).hexdigest()
     manifest_path = out_dir / MANIFEST
     if manifest_path.is_file():
         try:
-            previous = json.loads(manifest_path.read_text(encoding="utf-8")).get("source")
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            previous, previous_content = manifest.get("source"), manifest.get("sha1")
         except (ValueError, AttributeError):
             raise UserError(f"{manifest_path}: not a collect manifest (invalid JSON); "
                             "choose another --out or delete the file") from None
-        if previous != origin:
+        if previous != origin and previous_content != content:  # a copy of the same file is the same source
             raise UserError(f"{out_dir} holds a collect of {previous}; choose another --out for {origin}")
     out_dir.mkdir(parents=True, exist_ok=True)
     traces_dir = out_dir / "traces"
@@ -252,7 +255,8 @@ def collect_to_folder(
         legacy.rename(traces_dir)
     corpus_path = out_dir / "corpus.jsonl"
     documents, corpus_note = complete_corpus(corpus_path, documents)
-    atomic_write_json(manifest_path, {"source": origin, "questions": len(records), "documents": len(documents)})
+    atomic_write_json(manifest_path, {"source": origin, "sha1": content, "questions": len(records),
+                                      "documents": len(documents)})
     selected = records[:limit] if limit else records
     corpus = Corpus(documents, source=str(corpus_path))
 
@@ -300,8 +304,6 @@ def collect_to_folder(
 def collect_question_set(cfg: Config, questions: Path) -> CollectResult:
     """`collect_to_folder` with the rule agents into the cache root, keyed by the file's content
     (used by `eval --questions`: the same file is collected once)."""
-    import hashlib
-
     from searchgrpo.errors import UserError
 
     if not questions.is_file():
