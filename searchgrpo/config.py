@@ -220,6 +220,13 @@ class GRPOConfig:
     dynamic_max_retries: int = at_least(2, 0)
     """Extra sampling rounds per step that dynamic sampling may run to replace zero-variance groups."""
 
+    dynamic_filter: Literal["reward", "finds"] = "reward"
+    """Which groups dynamic sampling replaces. `reward` (DAPO): groups whose K rewards are all
+    equal. `finds`: also groups whose K clue sets found the same worth of new documents (the
+    reward's new_important + new_relevant), where the rewards differ only by costs and guards, so
+    the update could teach cost-cutting alone (efficacy v2b learnt a table-row template there).
+    Such groups still fill the batch, before zero-variance ones, when too few others were sampled."""
+
     sampler: Literal["local", "server"] = "local"
     """Where samples come from: `local` (the trainer's own model, `decoder` above) or `server`
     (llama.cpp in this process serving the base GGUF with the current LoRA adapter, reloaded after

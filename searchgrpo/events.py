@@ -91,7 +91,8 @@ class GroupScored:
     """All K rewards were equal: no learning signal from this group."""
     original_clues: list[str] = field(default_factory=list)
     in_batch: bool = True
-    """Trained on; False when dynamic sampling replaced this zero-variance group by another."""
+    """Trained on; False when dynamic sampling replaced this group (zero reward variance, or with
+    `grpo.dynamic_filter: finds` equal finds) by another."""
     time: float = field(default_factory=_now)
 
 

@@ -190,6 +190,53 @@ def test_dynamic_sampling_gives_up_after_its_retries(tmp_path):
     assert m["dynamic/rounds"] == 1 and m["dynamic/sampled_groups"] == 2
 
 
+def finds(sample) -> float:
+    return sample.components["new_important"] + sample.components["new_relevant"]
+
+
+def test_dynamic_filter_finds_replaces_groups_that_differ_only_by_costs(tmp_path):
+    cfg = tiny_config(tmp_path, "train.max_steps=3", "train.states_per_step=3", "grpo.dynamic_filter=finds",
+                      "grpo.dynamic_max_retries=3")
+    _, _, events = run(cfg)
+    seen_same_finds = 0
+    for step in (1, 2, 3):
+        groups = step_groups(events, step)
+        m = next(e for e in events if isinstance(e, StepFinished) and e.step == step).metrics
+        same = [len({round(finds(s), 9) for s in g.samples}) == 1 for g in groups]
+        seen_same_finds += sum(same)
+        assert m["dynamic/frac_same_finds_sampled"] == pytest.approx(sum(same) / len(groups))
+        trained = [g for g in groups if g.in_batch]
+        replaced = [g for g, s in zip(groups, same) if s and not g.in_batch]
+        assert len(trained) == 3 and m["dynamic/replaced_groups"] == len(replaced)
+        # The batch takes every group with different finds, up to its size, before any other (a
+        # refill may also draw more of them than the step needs).
+        informative = [g for g, s in zip(groups, same) if not s and not g.zero_std]
+        assert sum(g.in_batch for g in informative) == min(3, len(informative))
+    assert seen_same_finds > 0  # the tiny model's groups do include some to replace
+
+
+def test_usefulness_orders_fillers_by_what_they_teach():
+    from searchgrpo.env.prompts import ParsedClues
+    from searchgrpo.env.reward import RewardCalculator
+    from searchgrpo.env.search_round import StepResult
+    from searchgrpo.train.rollouts import ScoredGroup, choose_batch
+
+    calc = RewardCalculator.from_weights({"new_important": 1.0, "retrieved_doc": -0.02})
+
+    def group(index, *samples):
+        results = [StepResult((), ParsedClues((), 0, False), (), calc.combine(c)) for c in samples]
+        return ScoredGroup((0, index), None, [], [], results, zero_std=len({r.reward.total for r in results}) == 1)
+
+    finding = group(0, {"new_important": 1, "retrieved_doc": 10}, {"new_important": 0, "retrieved_doc": 10})
+    costs_only = group(1, {"new_important": 1, "retrieved_doc": 5}, {"new_important": 1, "retrieved_doc": 10})
+    flat = group(2, {"new_important": 1, "retrieved_doc": 5}, {"new_important": 1, "retrieved_doc": 5})
+    assert [g.usefulness("reward") for g in (finding, costs_only, flat)] == [0, 0, 2]
+    assert [g.usefulness("finds") for g in (finding, costs_only, flat)] == [0, 1, 2]
+    assert costs_only.same_finds and not finding.same_finds
+    flags = {g.key: g.usefulness("finds") for g in (flat, costs_only, finding)}
+    assert choose_batch(flags, 2) == {finding.key, costs_only.key}
+
+
 REFRESH = ("train.refresh_states_every=2", "train.refresh_questions=4", "train.refresh_mix=1.0",
            "train.refresh_rounds=3", "train.max_steps=4")
 

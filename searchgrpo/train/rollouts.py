@@ -4,11 +4,14 @@
 deduplicated checker batch per group). With dynamic sampling (DAPO, `grpo.dynamic_sampling`) the
 groups whose K rewards are all equal carry no gradient; they are replaced by groups of fresh
 states (`refill`), over at most `grpo.dynamic_max_retries` extra rounds, until the step holds
-`len(states)` informative groups. If it still falls short, zero-variance groups fill the batch,
-so the batch always has the same number of groups (they cost nothing when beta = 0).
+`len(states)` informative groups. If it still falls short, the others fill the batch, so the
+batch always has the same number of groups (zero-variance ones cost nothing when beta = 0). With
+`grpo.dynamic_filter: finds`, a group whose clue sets all found the same worth of new documents
+counts as uninformative too (its rewards differ only by costs and guards); such groups fill the
+batch before zero-variance ones.
 
 Under data parallelism every round is split across ranks (candidate i goes to rank i % world),
-the zero-variance flags are gathered, and every rank makes the same choice from them, so N
+the groups' flags are gathered, and every rank makes the same choice from them, so N
 processes pick the same batch as one.
 
 A step's rollout has two halves, so that the trainer can pipeline them (`train.pipeline`):
@@ -53,13 +56,27 @@ class ScoredGroup:
     zero_std: bool
     """All K rewards equal: the group has no learning signal."""
     in_batch: bool = True
-    """Trained on; False for a zero-variance group that dynamic sampling replaced."""
+    """Trained on; False for a group that dynamic sampling replaced."""
     old_logp: Any = None
     """[K, T] log-probs of the completions under the weights they were sampled with (`keep_old`)."""
 
     @property
     def rewards(self) -> list[float]:
         return [r.reward.total for r in self.results]
+
+    @property
+    def same_finds(self) -> bool:
+        """Every clue set found the same worth of new documents (new_important + new_relevant, as
+        weighted in the reward): whatever the rewards' spread, it comes from costs and guards."""
+        return zero_variance([r.reward.weighted.get("new_important", 0.0) + r.reward.weighted.get("new_relevant", 0.0)
+                              for r in self.results])
+
+    def usefulness(self, dynamic_filter: str) -> int:
+        """0: informative; 1: its rewards differ only by costs and guards and `dynamic_filter` is
+        `finds` (replaced, but preferred to 2 as a filler); 2: zero reward variance."""
+        if self.zero_std:
+            return 2
+        return 1 if dynamic_filter == "finds" and self.same_finds else 0
 
 
 @dataclass
@@ -195,13 +212,15 @@ def finish_rollout(
     target = len(pending.states)
     sampled = scored_groups(0, dist.rank, dist.world, pending.picked, pending.prompts, pending.groups,
                             pending.results, pending.old)  # type: ignore[arg-type]
-    flags: dict[tuple[int, int], bool] = {}  # every rank's groups: key -> zero variance
+    flags: dict[tuple[int, int], int] = {}  # every rank's groups: key -> usefulness (0 is informative)
+    same_finds: dict[tuple[int, int], bool] = {}
     seen = {s.state_id for s in pending.states}
     groups, round_no = sampled, 0
     while True:
-        for part in dist.gather_json([[list(x.key), x.zero_std] for x in groups]):
-            flags.update({tuple(key): bool(zero) for key, zero in part})
-        informative = sum(1 for zero in flags.values() if not zero)
+        for part in dist.gather_json([[list(x.key), x.usefulness(g.dynamic_filter), x.same_finds] for x in groups]):
+            flags.update({tuple(key): int(flag) for key, flag, _ in part})
+            same_finds.update({tuple(key): bool(same) for key, _, same in part})
+        informative = sum(1 for flag in flags.values() if flag == 0)
         need = target - informative
         if not g.dynamic_sampling or refill is None or need <= 0 or round_no >= g.dynamic_max_retries:
             break
@@ -223,12 +242,13 @@ def finish_rollout(
         x.in_batch = x.key in chosen
     sampled.sort(key=lambda x: x.key)
     batch = [x for x in sampled if x.in_batch]
-    zero_sampled = sum(flags.values())
+    n = max(len(flags), 1)
     stats = {
         "dynamic/sampled_groups": float(len(flags)),
-        "dynamic/replaced_groups": float(sum(1 for k, zero in flags.items() if zero and k not in chosen)),
+        "dynamic/replaced_groups": float(sum(1 for k, flag in flags.items() if flag and k not in chosen)),
         "dynamic/rounds": float(round_no + 1),
-        "dynamic/frac_zero_std_sampled": zero_sampled / len(flags) if flags else 0.0,
+        "dynamic/frac_zero_std_sampled": sum(1 for flag in flags.values() if flag == 2) / n,
+        "dynamic/frac_same_finds_sampled": sum(same_finds.values()) / n,
     }
     return Rollouts(batch, sampled, target, stats)
 
@@ -254,16 +274,16 @@ def collect_groups(
                           watch=watch, sampler=sampler)
 
 
-def choose_batch(flags: dict[tuple[int, int], bool], target: int) -> set[tuple[int, int]]:
-    """The step's batch: the first `target` informative groups in step order, then zero-variance
-    groups (first sampled first) if too few were informative.
+def choose_batch(flags: dict[tuple[int, int], int], target: int) -> set[tuple[int, int]]:
+    """The step's batch: the first `target` informative groups (flag 0) in step order, then, if too
+    few were informative, the others by flag (1 before 2; see `ScoredGroup.usefulness`), first
+    sampled first.
 
-    >>> sorted(choose_batch({(0, 0): True, (0, 1): False, (1, 0): False, (1, 1): False}, 2))
+    >>> sorted(choose_batch({(0, 0): 2, (0, 1): 0, (1, 0): 0, (1, 1): 0}, 2))
     [(0, 1), (1, 0)]
-    >>> sorted(choose_batch({(0, 0): True, (0, 1): False, (1, 0): True}, 2))
+    >>> sorted(choose_batch({(0, 0): 2, (0, 1): 0, (1, 0): 2}, 2))
     [(0, 0), (0, 1)]
+    >>> sorted(choose_batch({(0, 0): 2, (0, 1): 0, (1, 0): 1}, 2))
+    [(0, 1), (1, 0)]
     """
-    order = sorted(flags)
-    informative = [k for k in order if not flags[k]][:target]
-    fill = [k for k in order if flags[k]][: target - len(informative)]
-    return set(informative + fill)
+    return set(sorted(flags, key=lambda k: (flags[k], k))[:target])
