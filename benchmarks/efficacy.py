@@ -52,7 +52,8 @@ SHARED = ROOT.parent / "shared" / "data"
 
 # The experiment's settings on top of config.yaml (each can be overridden with --set). config.yaml
 # already carries the reward of issue #14: reward.retrieved_doc (a cost per document retrieved),
-# reward.invented_number and reward.cut_clue, with the irrelevant/already-discovered penalties off.
+# the guards found by reading clues (redundant_clue, invented_number, cut_clue, table_copy,
+# goal_copy), with the irrelevant/already-discovered penalties off.
 EXPERIMENT = (
     "grpo.num_generations=8",
     "grpo.max_new_tokens=32",
@@ -61,6 +62,7 @@ EXPERIMENT = (
     "grpo.temperature=1.0",
     "grpo.beta=0.0",
     "grpo.dynamic_sampling=true",
+    "grpo.dynamic_filter=finds",
     "grpo.dynamic_max_retries=2",
     "train.states_per_step=2",
     "train.micro_batch_size=16",
@@ -88,6 +90,7 @@ GOALS = (
     ("at most 5% of clues cut at the token limit", "cut_clue_share", "clue<=", 0.05),
     ("near-copied clues (no new document) in at most 10% of clue sets", "redundant_clues_per_set", "clue<=", 0.10),
     ("at most 5% of clues carry a copied table row", "table_copy_share", "clue<=", 0.05),
+    ("at most 5% of clues copy the Planner's sub-goal wording", "goal_copy_share", "clue<=", 0.05),
 )
 
 
@@ -220,7 +223,10 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax1.set_ylabel("reward")
     twin = ax1.twinx()
     for key, colour, name in (("dynamic/frac_zero_std_sampled", "#fdae6b", "zero-variance share, sampled"),
-                              ("reward/frac_zero_std", "#d94801", "zero-variance share, trained batch")):
+                              ("reward/frac_zero_std", "#d94801", "zero-variance share, trained batch"),
+                              ("dynamic/frac_same_finds_sampled", "#74c476", "same-finds share, sampled")):
+        if not any(key in c for c in steps):
+            continue  # logged only by runs newer than the metric
         zs = [c.get(key, 0.0) for c in steps]
         twin.plot(xs, smooth(zs), color=colour, lw=1.5, label=name)
     twin.set_ylim(0, 1)
@@ -298,13 +304,15 @@ def markdown(results: dict[str, Any]) -> str:
                 lines.append(f"| {where} | {label(key)} | {shown_base} | {shown_new} | {diff(d) if d else ''} |")
                 first = False
     lines += ["", "| held-out set | policy | clues / set | top prefix (share) | top template share | "
-              "cut at token limit | invented numbers | copied table rows | redundant clues / set | top token share |",
-              "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "cut at token limit | invented numbers | copied table rows | copied sub-goal wording | redundant clues / set | "
+              "top token share |",
+              "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, r in results["heldout"].items():
         for policy, c in r["rounds"]["clue_checks"].items():
             lines.append(f"| {name} | {policy} | {c['clues_per_set']:.2f} | `{c['top_prefix']}` "
                          f"({c['top_prefix_share']:.2f}) | {c['top_template_share']:.2f} | {c['cut_clue_share']:.3f} | "
                          f"{c['invented_number_share']:.3f} | {c.get('table_copy_share', float('nan')):.3f} | "
+                         f"{c.get('goal_copy_share', float('nan')):.3f} | "
                          f"{c.get('redundant_clues_per_set', float('nan')):.2f} | "
                          f"{c['most_common_token_share']:.3f} |")
     lines += ["", "| held-out set | goal (issue #14) | measured | met |", "| --- | --- | ---: | :---: |"]

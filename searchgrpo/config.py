@@ -220,12 +220,14 @@ class GRPOConfig:
     dynamic_max_retries: int = at_least(2, 0)
     """Extra sampling rounds per step that dynamic sampling may run to replace zero-variance groups."""
 
-    dynamic_filter: Literal["reward", "finds"] = "reward"
+    dynamic_filter: Literal["reward", "finds"] = "finds"
     """Which groups dynamic sampling replaces. `reward` (DAPO): groups whose K rewards are all
     equal. `finds`: also groups whose K clue sets found the same worth of new documents (the
     reward's new_important + new_relevant), where the rewards differ only by costs and guards, so
     the update could teach cost-cutting alone (efficacy v2b learnt a table-row template there).
-    Such groups still fill the batch, before zero-variance ones, when too few others were sampled."""
+    Such groups still fill the batch, before zero-variance ones, when too few others were sampled.
+    It costs more sampling rounds (and checker calls) per step; docs/efficacy.md (runs v2c-v2e)
+    measures both sides."""
 
     sampler: Literal["local", "server"] = "local"
     """Where samples come from: `local` (the trainer's own model, `decoder` above) or `server`
@@ -301,6 +303,11 @@ class RewardConfig:
     """Per clue carrying the prompt's document-table syntax, a `|` or a verdict label in capitals
     ("IRRELEVANT | Suzanne Iroche"): the template a policy stamps on later-round clues when nothing
     is left to find (efficacy v2b, docs/efficacy.md)."""
+
+    goal_copy: float = -0.25
+    """Per clue that copies the Planner's sub-goal wording: three or more words that the sub-goals
+    hold and nothing else the Executor is told does ("Who or what Gravy Train leads to" on the
+    sub-goal "find the document about who or what The Gravy Train leads to"; efficacy v2d, v2e)."""
 
     gain_over_original: float = 0.0
     """Per new IMPORTANT document beyond what the state's original clues found (negative when

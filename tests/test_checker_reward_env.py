@@ -127,6 +127,21 @@ def test_a_clue_that_retrieves_nothing_scores_below_a_real_search():
     assert duplicated.reward.counts["empty_clue"] == 1 and duplicated.reward.counts["duplicate_clue"] == 1
 
 
+def test_a_clue_rephrasing_the_planners_sub_goal_is_penalised():
+    """Efficacy v2d/v2e's template: a second clue "Who or what X leads to" on the rule Planner's
+    sub-goal "find the document about who or what X leads to"; BM25 reads it as X plus filler."""
+    env = make_env()
+    goals = ("find the document about Krallo Systems", "find the document about who or what Krallo Systems leads to")
+    state = SearchState("q/run_001/r002", "q", QUESTION, (), 2, RoundState(discovered_docids=("d0",), sub_goals=goals),
+                        ("x", "y"))
+    copied, searched = env.score_group(state, ["Krallo Systems\nWho or what Krallo Systems leads to",
+                                               "Krallo Systems\nfounder Maren Dolvik"])
+    assert copied.reward.counts["goal_copy"] == 1 and copied.reward.weighted["goal_copy"] == pytest.approx(-0.25)
+    assert searched.reward.counts["goal_copy"] == 0
+    # Without sub-goals the same words are nobody's wording: nothing is copied.
+    assert env.score_group(STATE, ["Who or what Krallo Systems leads to"])[0].reward.counts["goal_copy"] == 0
+
+
 def test_a_table_row_stamped_on_a_clue_costs_what_the_search_gains_nothing_from():
     """Efficacy v2b's hack: with nothing left to find, the policy stamped a row of the prompt's
     document table on its clues ("IRRELEVANT | Suzanne Iroche"); they still retrieve documents,

@@ -212,6 +212,7 @@ def test_dynamic_filter_finds_replaces_groups_that_differ_only_by_costs(tmp_path
         # refill may also draw more of them than the step needs).
         informative = [g for g, s in zip(groups, same) if not s and not g.zero_std]
         assert sum(g.in_batch for g in informative) == min(3, len(informative))
+        assert m["dynamic/frac_uninformative_batch"] == pytest.approx(1 - min(3, len(informative)) / 3)
     assert seen_same_finds > 0  # the tiny model's groups do include some to replace
 
 

@@ -3,8 +3,10 @@
 A policy learns what the reward pays for, and some of it is not search skill: facts invented
 inside clues (a year in brackets, "Dai Jitao (2018)"), filler clues cut at the token limit
 ("3rd search clue (1"), a row of the prompt's table copied into clues ("IRRELEVANT | Suzanne
-Iroche"), one template stamped on every question. These functions find them; the
-reward penalises invented numbers, cut clues and copied table rows per sample, and eval reports all of them over a whole set.
+Iroche"), the Planner's sub-goal wording copied into clues ("Who or what Gravy Train leads to"),
+one template stamped on every question. These functions find them; the reward penalises invented
+numbers, cut clues, copied table rows and copied sub-goal wording per sample, and eval reports all
+of them over a whole set.
 
 >>> invented_numbers("Dai Jitao (2018) birthplace", numbers_in("Who was Dai Jitao? born 1891"))
 ['2018']
@@ -14,6 +16,14 @@ reward penalises invented numbers, cut clues and copied table rows per sample, a
 'N birthplace #'
 >>> copies_table_row("IRRELEVANT | The Gravy Train"), copies_table_row("Gravy Train director")
 (True, False)
+>>> wording = planner_wording(["find the document about who or what The Gravy Train leads to"],
+...                           "When did the director of film The Gravy Train die?")
+>>> sorted(wording)
+['about', 'document', 'find', 'leads', 'or', 'to', 'what', 'who']
+>>> copies_planner_wording("Who or what Gravy Train leads to", wording)
+True
+>>> copies_planner_wording("Gravy Train director", wording), copies_planner_wording("Gravy Train (film)", wording)
+(False, False)
 """
 
 from __future__ import annotations
@@ -47,6 +57,39 @@ def copies_table_row(clue: str) -> bool:
     verdict label in capitals. No search needs either; a policy stamps a table row on its clues
     ("IRRELEVANT | Suzanne Iroche") when the reward has nothing left to pay for."""
     return "|" in clue or not _TABLE_WORDS.isdisjoint(_WORD.findall(clue))
+
+
+PLANNER_WORDS_IN_A_COPY = 3
+"""Distinct Planner-only words that make a clue a copy of the sub-goals' wording: one or two can be
+a real search word the question lacks ("director"); three are the instruction's phrasing."""
+
+
+def planner_wording(goal_texts: Iterable[str], told: str) -> set[str]:
+    """The lowercased words of the Planner's sub-goals and goals (`goal_texts`) that appear nowhere in
+    the rest of what the Executor is told (`told`: question, tables, context): the instruction's own
+    phrasing ("find the document about who or what X leads to"), not the names it is about."""
+    elsewhere = {w.lower() for w in _WORD.findall(told)}
+    return {w.lower() for text in goal_texts for w in _WORD.findall(text)} - elsewhere
+
+
+def copies_planner_wording(clue: str, wording: set[str]) -> bool:
+    """Whether a clue holds `PLANNER_WORDS_IN_A_COPY` or more distinct words of `wording`
+    (`planner_wording`): a sub-goal rephrased as a search ("Who or what Gravy Train leads to"),
+    which BM25 reads as the name it holds plus filler."""
+    return len({w.lower() for w in _WORD.findall(clue)} & wording) >= PLANNER_WORDS_IN_A_COPY
+
+
+def state_planner_wording(state: SearchState) -> set[str]:
+    """`planner_wording` of a state: its sub-goals and goals against everything else it shows."""
+    b = state.before
+    told = [state.question, *b.context]
+    for e in b.entities:
+        told += [e.name, e.type, *e.facts]
+    for g in b.goals:
+        told.append(g.answer or "")
+    for d in b.documents:
+        told += [d.title, d.note]
+    return planner_wording([*b.sub_goals, *(g.text for g in b.goals)], "\n".join(told))
 
 
 def state_text(state: SearchState) -> str:

@@ -48,6 +48,7 @@ def component_counts(
     redundant_clues: int = 0,
     invented_number_clues: int = 0,
     table_copies: int = 0,
+    goal_copies: int = 0,
     cut: bool = False,
     original_new_important: float | None = None,
 ) -> dict[str, float]:
@@ -56,7 +57,8 @@ def component_counts(
     `retrieved` holds (label, already_discovered) for each distinct document the clues found (each
     one a checker call: `retrieved_doc` counts them all); `invented_number_clues` the clues with a
     number found nowhere in the state or question; `table_copies` the clues carrying the prompt's
-    table syntax; `cut` whether the completion hit the token limit;
+    table syntax; `goal_copies` the clues copying the Planner's sub-goal wording; `cut` whether the
+    completion hit the token limit;
     `original_new_important` is how many new IMPORTANT documents the state's original clues found
     (None: no gain is computed).
 
@@ -90,6 +92,7 @@ def component_counts(
     counts["invented_number"] = float(invented_number_clues)
     counts["cut_clue"] = 1.0 if cut else 0.0
     counts["table_copy"] = float(table_copies)
+    counts["goal_copy"] = float(goal_copies)
     if original_new_important is not None:
         counts["gain_over_original"] = counts["new_important"] - original_new_important
     return counts

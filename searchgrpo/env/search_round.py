@@ -15,7 +15,14 @@ from typing import Sequence
 from searchgrpo.agents.checker import CheckRequest, DocumentChecker, Verdict
 from searchgrpo.data.labels import Label
 from searchgrpo.data.traces import SearchState
-from searchgrpo.env.clue_checks import copies_table_row, invented_numbers, numbers_in, state_text
+from searchgrpo.env.clue_checks import (
+    copies_planner_wording,
+    copies_table_row,
+    invented_numbers,
+    numbers_in,
+    state_planner_wording,
+    state_text,
+)
 from searchgrpo.env.prompts import ParsedClues, parse_clues
 from searchgrpo.env.reward import RewardBreakdown, RewardCalculator, component_counts, copies_question
 from searchgrpo.retrieval.clues import ClueSearch, search_clues
@@ -131,6 +138,7 @@ class SearchRoundEnv:
         original = self.original_new_important(state) if self.reward.weights["gain_over_original"] else None
         question_tokens = tokenize(state.question)
         known_numbers = numbers_in(state_text(state))
+        wording = state_planner_wording(state)
         cut = list(truncated) if truncated is not None else [False] * len(parsed)
         results = []
         for p, run, was_cut in zip(parsed, runs, cut):
@@ -161,6 +169,7 @@ class SearchRoundEnv:
                 redundant_clues=run.redundant,
                 invented_number_clues=sum(1 for found in invented if found),
                 table_copies=sum(1 for c in p.clues if copies_table_row(c)),
+                goal_copies=sum(1 for c in p.clues if copies_planner_wording(c, wording)),
                 cut=bool(was_cut) and not p.unparsable,
                 original_new_important=original,
             )

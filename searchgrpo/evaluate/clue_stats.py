@@ -49,6 +49,7 @@ def clue_stats(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "cut_clue_share": sum(1 for s in samples if s.get("truncated") and s["clues"]) / n_clues,
         "invented_number_share": sum(c.get("invented_number", 0.0) for c in counts) / n_clues,
         "table_copy_share": sum(1 for c in clues if copies_table_row(c)) / n_clues,
+        "goal_copy_share": sum(c.get("goal_copy", 0.0) for c in counts) / n_clues,
         "truncated_share": sum(1 for s in samples if s.get("truncated")) / max(len(samples), 1),
         "most_common_token_share": top_token[0][1] / len(tokens) if top_token else 0.0,
         "distinct_token_ratio": len(set(tokens)) / len(tokens) if tokens else 0.0,

@@ -179,6 +179,7 @@ CLUE_COLUMNS = (
     ("redundant_clues_per_set", "redundant clues / set"),
     ("invented_number_share", "invented numbers"),
     ("table_copy_share", "copied table rows"),
+    ("goal_copy_share", "copied sub-goal wording"),
     ("most_common_token_share", "top token share"),
     ("question_copies_per_set", "question copies / set"),
 )

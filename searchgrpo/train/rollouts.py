@@ -249,6 +249,7 @@ def finish_rollout(
         "dynamic/rounds": float(round_no + 1),
         "dynamic/frac_zero_std_sampled": sum(1 for flag in flags.values() if flag == 2) / n,
         "dynamic/frac_same_finds_sampled": sum(same_finds.values()) / n,
+        "dynamic/frac_uninformative_batch": sum(1 for k in chosen if flags[k]) / max(len(chosen), 1),
     }
     return Rollouts(batch, sampled, target, stats)
 

@@ -13,7 +13,7 @@ SHORT = {
     "duplicate_clue": "dup", "unparsable": "unparsable", "clue_count_out_of_bounds": "count",
     "long_clue": "long", "question_copy": "copy", "empty_clue": "empty", "gain_over_original": "gain",
     "retrieved_doc": "doc", "redundant_clue": "redund", "invented_number": "invent", "cut_clue": "cut",
-    "table_copy": "table",
+    "table_copy": "table", "goal_copy": "goal",
 }
 """Short component names for the table (the drill-down shows the full ones)."""
 FIXED = (("#", 2), ("reward", 7), ("adv", 6), ("new docs", 9))
