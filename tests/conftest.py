@@ -41,9 +41,6 @@ TINY_OVERRIDES = (
     "train.lr=1e-2",
     "train.eval_every=0",
     "train.save_every=0",
-    # The random model finds next to nothing, so the `finds` filter would only triple its sampling;
-    # tests of that filter set it themselves.
-    "grpo.dynamic_filter=reward",
 )
 
 
