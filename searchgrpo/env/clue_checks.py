@@ -79,30 +79,32 @@ def copies_planner_wording(clue: str, wording: set[str]) -> bool:
     return len({w.lower() for w in _WORD.findall(clue)} & wording) >= PLANNER_WORDS_IN_A_COPY
 
 
+def _goal_texts(state: SearchState) -> list[str]:
+    """The Planner's words in a state: its sub-goals and its goals' texts."""
+    return [*state.before.sub_goals, *(g.text for g in state.before.goals)]
+
+
+def _told_apart_from_goals(state: SearchState) -> list[str]:
+    """What the Executor is told about a state besides the Planner's goals and its earlier clues:
+    the question, context, entity table, goal answers and document table."""
+    b = state.before
+    parts = [state.question, *b.context]
+    for e in b.entities:
+        parts += [e.name, e.type, *e.facts]
+    parts += [g.answer or "" for g in b.goals]
+    for d in b.documents:
+        parts += [d.title, d.note]
+    return parts
+
+
 def state_planner_wording(state: SearchState) -> set[str]:
     """`planner_wording` of a state: its sub-goals and goals against everything else it shows."""
-    b = state.before
-    told = [state.question, *b.context]
-    for e in b.entities:
-        told += [e.name, e.type, *e.facts]
-    for g in b.goals:
-        told.append(g.answer or "")
-    for d in b.documents:
-        told += [d.title, d.note]
-    return planner_wording([*b.sub_goals, *(g.text for g in b.goals)], "\n".join(told))
+    return planner_wording(_goal_texts(state), "\n".join(_told_apart_from_goals(state)))
 
 
 def state_text(state: SearchState) -> str:
     """Everything the Executor is told about a state, as one text: question, sub-goals and tables."""
-    b = state.before
-    parts = [state.question, *b.sub_goals, *b.context, *b.clues]
-    for e in b.entities:
-        parts += [e.name, e.type, *e.facts]
-    for g in b.goals:
-        parts += [g.text, g.answer or ""]
-    for d in b.documents:
-        parts += [d.title, d.note]
-    return "\n".join(parts)
+    return "\n".join([*_told_apart_from_goals(state), *_goal_texts(state), *state.before.clues])
 
 
 def clue_prefix(clue: str, words: int = 2) -> str:
