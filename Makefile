@@ -33,7 +33,8 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
 lint: setup
-	$(VENV)/bin/ruff check searchgrpo tui tests benchmarks
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
 clean:

@@ -89,8 +89,11 @@ def demo_queries(docs: list[Document], n: int, seed: int) -> list[str]:
     The questions use the demo world's multi-hop templates about the corpus's companies and films.
     """
     rng = random.Random(seed)
-    anchors = [(d.title, "founder" if "company headquartered" in d.text else "director")
-               for d in docs if "company headquartered" in d.text or " film directed by " in d.text]
+    anchors = [
+        (d.title, "founder" if "company headquartered" in d.text else "director")
+        for d in docs
+        if "company headquartered" in d.text or " film directed by " in d.text
+    ]
     templates = [
         "In which city was the {role} of {anchor} born?",
         "Which university did the {role} of {anchor} attend?",
@@ -116,8 +119,11 @@ def demo_queries(docs: list[Document], n: int, seed: int) -> list[str]:
 
 def run_corpus(name: str, docs: list[Document], queries: list[str], n_reference: int, note: str) -> Result:
     corpus = Corpus(docs)
-    print(f"\n{name}: {len(docs):,} documents, {len(queries):,} queries "
-          f"({min(n_reference, len(queries)):,} for rank-bm25)", flush=True)
+    print(
+        f"\n{name}: {len(docs):,} documents, {len(queries):,} queries "
+        f"({min(n_reference, len(queries)):,} for rank-bm25)",
+        flush=True,
+    )
 
     before = rss_mb()
     sparse, build_sparse = timed(SparseBM25Search, corpus)
@@ -183,26 +189,49 @@ def run_corpus(name: str, docs: list[Document], queries: list[str], n_reference:
 
 
 def print_table(results: list[Result]) -> None:
-    header = ["corpus", "docs", "build s sparse / ref", "cache load s", "index MB sparse / ref",
-              "queries sparse / ref", "q/s sparse", "q/s rank-bm25", "speed-up", "top-10 agree"]
-    rows = [[
-        r.corpus, f"{r.docs:,}", f"{r.build_s_sparse:.2f} / {r.build_s_reference:.2f}", f"{r.cache_load_s:.2f}",
-        f"{r.index_mb_sparse} / {r.index_mb_reference}", f"{r.queries_sparse:,} / {r.queries_reference:,}",
-        f"{r.qps_sparse:,.1f}", f"{r.qps_reference:,.2f}", f"{r.speedup:,.1f}x",
-        f"{r.top10_hits_agree:.3f}",
-    ] for r in results]
+    header = [
+        "corpus",
+        "docs",
+        "build s sparse / ref",
+        "cache load s",
+        "index MB sparse / ref",
+        "queries sparse / ref",
+        "q/s sparse",
+        "q/s rank-bm25",
+        "speed-up",
+        "top-10 agree",
+    ]
+    rows = [
+        [
+            r.corpus,
+            f"{r.docs:,}",
+            f"{r.build_s_sparse:.2f} / {r.build_s_reference:.2f}",
+            f"{r.cache_load_s:.2f}",
+            f"{r.index_mb_sparse} / {r.index_mb_reference}",
+            f"{r.queries_sparse:,} / {r.queries_reference:,}",
+            f"{r.qps_sparse:,.1f}",
+            f"{r.qps_reference:,.2f}",
+            f"{r.speedup:,.1f}x",
+            f"{r.top10_hits_agree:.3f}",
+        ]
+        for r in results
+    ]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
     for i, row in enumerate([header, *rows]):
         print("  ".join(str(c).rjust(w) if j else str(c).ljust(w) for j, (c, w) in enumerate(zip(row, widths))))
         if i == 0:
             print("  ".join("-" * w for w in widths))
-    print("\nq/s: one query at a time, each query once, each backend on its own. speed-up: rank-bm25's time / "
-          "the sparse backend's time on the same queries (those rank-bm25 ran).\ntop-10 agree: fraction of "
-          "those queries whose top-10 hits (docids in order, and scores) are exactly equal. index MB: growth "
-          "of the process's resident memory while the index was built (rough for small corpora).")
+    print(
+        "\nq/s: one query at a time, each query once, each backend on its own. speed-up: rank-bm25's time / "
+        "the sparse backend's time on the same queries (those rank-bm25 ran).\ntop-10 agree: fraction of "
+        "those queries whose top-10 hits (docids in order, and scores) are exactly equal. index MB: growth "
+        "of the process's resident memory while the index was built (rough for small corpora)."
+    )
     for r in results:
         if r.top10_docids_agree != r.top10_hits_agree:
-            print(f"{r.corpus}: docids agree on {r.top10_docids_agree:.3f}, hits with scores on {r.top10_hits_agree:.3f}")
+            print(
+                f"{r.corpus}: docids agree on {r.top10_docids_agree:.3f}, hits with scores on {r.top10_hits_agree:.3f}"
+            )
         if r.note:
             print(f"{r.corpus}: {r.note}")
 
@@ -224,8 +253,15 @@ def main() -> None:
             continue
         records = load_questions(path)
         queries = list(dict.fromkeys(r.question for r in records))[:shared_questions]
-        results.append(run_corpus(f"{name} (pooled)", pooled_corpus(records), queries, len(queries),
-                                  "queries: the data set's questions; both backends run all of them"))
+        results.append(
+            run_corpus(
+                f"{name} (pooled)",
+                pooled_corpus(records),
+                queries,
+                len(queries),
+                "queries: the data set's questions; both backends run all of them",
+            )
+        )
 
     # (documents, queries for the sparse backend, of which rank-bm25 runs the first n)
     sizes = [(100_000, 500, 20)] if args.quick else [(100_000, 2000, 100), (1_000_000, 1000, 30)]
@@ -234,8 +270,10 @@ def main() -> None:
         docs = list(generate_corpus(n_docs, seed=0))
         print(f"\ngenerated {n_docs:,} demo-world documents in {time.perf_counter() - t:.1f} s", flush=True)
         queries = demo_queries(docs, n_queries, seed=n_docs)
-        note = (f"queries: half a title plus two words of its text, half demo-world questions about its companies "
-                f"and films; rank-bm25 ran the first {n_reference} of {n_queries} (it is slow here)")
+        note = (
+            f"queries: half a title plus two words of its text, half demo-world questions about its companies "
+            f"and films; rank-bm25 ran the first {n_reference} of {n_queries} (it is slow here)"
+        )
         results.append(run_corpus(f"demo {n_docs // 1000}k", docs, queries, n_reference, note))
         del docs
         gc.collect()
@@ -253,8 +291,13 @@ def main() -> None:
         "load_average_at_start": load_at_start,
         "load_average_at_end": os.getloadavg(),
     }
-    report = {"benchmark": "bm25", "quick": args.quick, "k": K, "machine": machine,
-              "results": [asdict(r) for r in results]}
+    report = {
+        "benchmark": "bm25",
+        "quick": args.quick,
+        "k": K,
+        "machine": machine,
+        "results": [asdict(r) for r in results],
+    }
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(f"\nwritten: {args.out}")
 

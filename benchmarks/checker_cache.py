@@ -43,21 +43,34 @@ def main() -> None:
         work = Path(tmp)
         base = load_config(ROOT / "config.yaml", ["data.eval_fraction=0", "grpo.max_new_tokens=32"])
         collected = collect_to_folder(base, str(args.questions_file), work / "data", limit=args.questions)
-        cfg = load_config(ROOT / "config.yaml", [
-            f"data.traces={collected.traces}", f"data.corpus={collected.corpus}",
-            "data.eval_fraction=0", "checker.backend=llm", f"checker.cache_path={work / 'verdicts.sqlite'}",
-            f"train.epochs={args.epochs}", "train.eval_every=0", "train.save_every=0",
-            f"train.output_dir={work / 'runs'}", "grpo.max_new_tokens=32", *args.overrides,
-        ])
+        cfg = load_config(
+            ROOT / "config.yaml",
+            [
+                f"data.traces={collected.traces}",
+                f"data.corpus={collected.corpus}",
+                "data.eval_fraction=0",
+                "checker.backend=llm",
+                f"checker.cache_path={work / 'verdicts.sqlite'}",
+                f"train.epochs={args.epochs}",
+                "train.eval_every=0",
+                "train.save_every=0",
+                f"train.output_dir={work / 'runs'}",
+                "grpo.max_new_tokens=32",
+                *args.overrides,
+            ],
+        )
         steps: list[StepFinished] = []
 
         def on_event(event: object) -> None:
             if isinstance(event, StepFinished):
                 steps.append(event)
                 m = event.metrics
-                print(f"epoch {event.epoch} step {event.step}/{event.total_steps}: checker calls "
-                      f"{m['checker/calls']:.0f}, cache hits {m['checker/cache_hits']:.0f}, checker "
-                      f"{m['checker/time_s']:.1f} s of {m['time/step']:.1f} s", flush=True)
+                print(
+                    f"epoch {event.epoch} step {event.step}/{event.total_steps}: checker calls "
+                    f"{m['checker/calls']:.0f}, cache hits {m['checker/cache_hits']:.0f}, checker "
+                    f"{m['checker/time_s']:.1f} s of {m['time/step']:.1f} s",
+                    flush=True,
+                )
 
         trainer = Trainer(cfg, sink=on_event)
         trainer.train()
@@ -73,7 +86,9 @@ def main() -> None:
             "checker_calls": calls,
             "cache_hits": hits,
             "cache_hit_rate": hits / (hits + calls) if hits + calls else 0.0,
-            "latency_ms_mean": statistics.mean(m["checker/latency_ms"] for m in ms if m["checker/calls"]) if calls else 0.0,
+            "latency_ms_mean": statistics.mean(m["checker/latency_ms"] for m in ms if m["checker/calls"])
+            if calls
+            else 0.0,
             "checker_seconds": checker_s,
             "step_seconds": step_s,
             "checker_share_of_step": checker_s / step_s if step_s else 0.0,
@@ -81,12 +96,17 @@ def main() -> None:
     result = {"command": "python " + " ".join(sys.argv), "questions": args.questions, "epochs": per_epoch}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
-    print(f"{'epoch':>5} {'steps':>5} {'calls':>6} {'hits':>6} {'hit rate':>8} {'latency ms':>10} {'checker s':>9} "
-          f"{'step s':>8} {'share':>6}")
+    print(
+        f"{'epoch':>5} {'steps':>5} {'calls':>6} {'hits':>6} {'hit rate':>8} {'latency ms':>10} {'checker s':>9} "
+        f"{'step s':>8} {'share':>6}"
+    )
     for epoch, r in per_epoch.items():
-        print(f"{epoch:>5} {r['steps']:>5} {r['checker_calls']:>6.0f} {r['cache_hits']:>6.0f} {r['cache_hit_rate']:>8.2f} "
-              f"{r['latency_ms_mean']:>10.0f} {r['checker_seconds']:>9.1f} {r['step_seconds']:>8.1f} "
-              f"{r['checker_share_of_step']:>6.2f}")
+        print(
+            f"{epoch:>5} {r['steps']:>5} {r['checker_calls']:>6.0f} {r['cache_hits']:>6.0f} "
+            f"{r['cache_hit_rate']:>8.2f} "
+            f"{r['latency_ms_mean']:>10.0f} {r['checker_seconds']:>9.1f} {r['step_seconds']:>8.1f} "
+            f"{r['checker_share_of_step']:>6.2f}"
+        )
     print(f"results: {args.out}")
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from searchgrpo.evaluate.stats import mean_ci  # noqa: E402
+from searchgrpo.evaluate.stats import mean_ci
 
 
 def tuned_values(path: Path, metric: str) -> tuple[str, dict[str, float]]:
@@ -53,8 +53,10 @@ def main() -> None:
         raise SystemExit("the two reports share no question with a value")
     diff = np.array([b[q] - a[q] for q in shared])
     lo, hi = mean_ci(diff)
-    print(f"{args.metric}: {name_b} ({args.b}) - {name_a} ({args.a}) = {diff.mean():+.3f} "
-          f"[{lo:+.3f}, {hi:+.3f}] over {len(shared)} questions")
+    print(
+        f"{args.metric}: {name_b} ({args.b}) - {name_a} ({args.a}) = {diff.mean():+.3f} "
+        f"[{lo:+.3f}, {hi:+.3f}] over {len(shared)} questions"
+    )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,12 @@ from searchgrpo.policy.decoders import FusedDecoder, StaticDecoder  # noqa: E402
 from searchgrpo.policy.model import attach_lora, load_policy  # noqa: E402
 from searchgrpo.policy.sampling import generate, left_pad, next_tokens  # noqa: E402
 
-VARIANTS = {"fused": {}, "fused-whole": {"chunk": 0}, "fused-eager": {"compile": False},
-            "fused-rows": {"compile": False, "share_prefix": False}}
+VARIANTS = {
+    "fused": {},
+    "fused-whole": {"chunk": 0},
+    "fused-eager": {"compile": False},
+    "fused-rows": {"compile": False, "share_prefix": False},
+}
 """`fused` and the variants measured beside it: FusedDecoder's keyword arguments."""
 
 
@@ -114,8 +118,13 @@ def policy_for(args: argparse.Namespace) -> Any:
 
 def decoder(policy: Any, prompts: list[list[int]], k: int, new_tokens: int, name: str, graph: bool) -> Any:
     ids, mask = left_pad(prompts, policy.tokenizer.pad_token_id, policy.device)
-    out = policy.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
-                       use_cache=True, logits_to_keep=1)
+    out = policy.model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+        use_cache=True,
+        logits_to_keep=1,
+    )
     cache = getattr(out, "cache", None) or out.past_key_values
     if name in VARIANTS:
         return FusedDecoder(policy.model, cache, mask, k, new_tokens, graph=graph, **VARIANTS[name])
@@ -144,8 +153,16 @@ def measure(policy: Any, prompts: list[list[int]], args: argparse.Namespace, nam
 
     def run(n: int) -> Any:
         with variant(name) as chosen:
-            return generate(policy.model, policy.tokenizer, prompts, num_samples=args.k, max_new_tokens=n,
-                            device=policy.device, seeds=list(range(len(prompts))), decoder=chosen)
+            return generate(
+                policy.model,
+                policy.tokenizer,
+                prompts,
+                num_samples=args.k,
+                max_new_tokens=n,
+                device=policy.device,
+                seeds=list(range(len(prompts))),
+                decoder=chosen,
+            )
 
     run(2)
     short = min(timed(run, 1, 1) for _ in range(2))
@@ -157,8 +174,9 @@ def measure(policy: Any, prompts: list[list[int]], args: argparse.Namespace, nam
         eager(token)
     eager_s = timed(eager, 5, token)
     steps = 3
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    ) as prof:
         for _ in range(steps):
             eager(token)
         torch.cuda.synchronize()
@@ -172,14 +190,20 @@ def measure(policy: Any, prompts: list[list[int]], args: argparse.Namespace, nam
                 table[key][1] += 1 / steps
     torch.cuda.empty_cache()
     return {
-        "decoder": name, "replay_ms": round(replay_s * 1e3, 3), "generate_step_ms": round(generate_step_s * 1e3, 3),
+        "decoder": name,
+        "replay_ms": round(replay_s * 1e3, 3),
+        "generate_step_ms": round(generate_step_s * 1e3, 3),
         "eager_step_ms": round(eager_s * 1e3, 3),
         "kernel_ms": round(sum(v[0] for v in by_kind.values()) / 1e3, 3),
         "kernels": round(sum(v[1] for v in by_kind.values())),
-        "by_kind": {k: {"ms": round(v[0] / 1e3, 3), "kernels": round(v[1])} for k, v in
-                    sorted(by_kind.items(), key=lambda kv: -kv[1][0])},
-        "top": [{"name": n[:90], "ms": round(v[0] / 1e3, 3), "kernels": round(v[1])} for n, v in
-                sorted(by_name.items(), key=lambda kv: -kv[1][0])[:15]],
+        "by_kind": {
+            k: {"ms": round(v[0] / 1e3, 3), "kernels": round(v[1])}
+            for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1][0])
+        },
+        "top": [
+            {"name": n[:90], "ms": round(v[0] / 1e3, 3), "kernels": round(v[1])}
+            for n, v in sorted(by_name.items(), key=lambda kv: -kv[1][0])[:15]
+        ],
     }
 
 
@@ -206,9 +230,11 @@ def agreement(policy: Any, prompts: list[list[int]], args: argparse.Namespace) -
     ref = logits("static", False)
     out: dict[str, Any] = {"reference_max_abs": round(float(ref.abs().max()), 3)}
     for name, value in got.items():
-        out[name] = {"max_abs_diff": round(float((value - ref).abs().max()), 4),
-                     "mean_abs_diff": round(float((value - ref).abs().mean()), 5),
-                     "argmax_agree": round(float((value.argmax(-1) == ref.argmax(-1)).float().mean()), 3)}
+        out[name] = {
+            "max_abs_diff": round(float((value - ref).abs().max()), 4),
+            "mean_abs_diff": round(float((value - ref).abs().mean()), 5),
+            "argmax_agree": round(float((value.argmax(-1) == ref.argmax(-1)).float().mean()), 3),
+        }
     return out
 
 
@@ -219,8 +245,9 @@ def sampling_ms(policy: Any, rows: int, groups: int) -> float:
     generators = [torch.Generator(device=policy.device).manual_seed(g) for g in range(groups)]
     for _ in range(3):
         next_tokens(logits, temperature=1.0, top_p=1.0, greedy=False, generators=generators)
-    return round(timed(lambda: next_tokens(logits, temperature=1.0, top_p=1.0, greedy=False, generators=generators),
-                       20) * 1e3, 3)
+    return round(
+        timed(lambda: next_tokens(logits, temperature=1.0, top_p=1.0, greedy=False, generators=generators), 20) * 1e3, 3
+    )
 
 
 def bound(policy: Any, args: argparse.Namespace) -> dict:
@@ -233,18 +260,23 @@ def bound(policy: Any, args: argparse.Namespace) -> dict:
     kv = args.states * args.k * (args.prompt_tokens + args.new_tokens / 2) * kv_token
     shared = (args.states * args.prompt_tokens + args.states * args.k * args.new_tokens / 2) * kv_token
     bw = bandwidth()
-    return {"weight_gb": round(weights / 1e9, 3), "kv_gb_mean": round(kv / 1e9, 3),
-            "kv_shared_gb_mean": round(shared / 1e9, 3),
-            "bound_step_ms": round((weights + kv) / bw["best_bytes_per_s"] * 1e3, 3),
-            "bound_shared_step_ms": round((weights + shared) / bw["best_bytes_per_s"] * 1e3, 3), **bw}
+    return {
+        "weight_gb": round(weights / 1e9, 3),
+        "kv_gb_mean": round(kv / 1e9, 3),
+        "kv_shared_gb_mean": round(shared / 1e9, 3),
+        "bound_step_ms": round((weights + kv) / bw["best_bytes_per_s"] * 1e3, 3),
+        "bound_shared_step_ms": round((weights + shared) / bw["best_bytes_per_s"] * 1e3, 3),
+        **bw,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="random:qwen3-8b", help="a model folder, or random:SHAPE (grpo_vs_trl.SHAPES)")
+    parser.add_argument(
+        "--model", default="random:qwen3-8b", help="a model folder, or random:SHAPE (grpo_vs_trl.SHAPES)"
+    )
     parser.add_argument("--load-in-4bit", action="store_true")
-    parser.add_argument("--decoders", nargs="+", default=["fused", "graph"],
-                        choices=[*VARIANTS, "graph", "static"])
+    parser.add_argument("--decoders", nargs="+", default=["fused", "graph"], choices=[*VARIANTS, "graph", "static"])
     parser.add_argument("--states", type=int, default=4)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--prompt-tokens", type=int, default=1024)
@@ -253,8 +285,9 @@ def main() -> None:
     args = parser.parse_args()
     policy = policy_for(args)
     generator = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(100, 40000, (args.prompt_tokens,), generator=generator).tolist()
-               for _ in range(args.states)]
+    prompts = [
+        torch.randint(100, 40000, (args.prompt_tokens,), generator=generator).tolist() for _ in range(args.states)
+    ]
     limit = bound(policy, args)
     results = []
     for name in args.decoders:
@@ -266,23 +299,30 @@ def main() -> None:
             r[f"{key}_of_bound"] = round(limit["bound_step_ms"] / r[f"{key}_ms"], 3)
             r[f"{key}_of_shared_bound"] = round(limit["bound_shared_step_ms"] / r[f"{key}_ms"], 3)
     report = {
-        "args": vars(args), "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-        "bound": limit, "sampling_ms": sampling_ms(policy, args.states * args.k, args.states),
+        "args": vars(args),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "bound": limit,
+        "sampling_ms": sampling_ms(policy, args.states * args.k, args.states),
         "results": results,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
     report["float32_agreement"] = agreement(policy, prompts, args)
     Path(args.out).write_text(json.dumps(report, indent=1))
-    print(f"bound {limit['bound_step_ms']} ms ({limit['weight_gb']} GB weights + {limit['kv_gb_mean']} GB KV at "
-          f"{limit['best_bytes_per_s'] / 1e9:.0f} GB/s; {limit['bound_shared_step_ms']} ms with the prompts' KV "
-          f"read once per group: {limit['kv_shared_gb_mean']} GB); sampling {report['sampling_ms']} ms; "
-          f"against float32: {report['float32_agreement']}")
+    print(
+        f"bound {limit['bound_step_ms']} ms ({limit['weight_gb']} GB weights + {limit['kv_gb_mean']} GB KV at "
+        f"{limit['best_bytes_per_s'] / 1e9:.0f} GB/s; {limit['bound_shared_step_ms']} ms with the prompts' KV "
+        f"read once per group: {limit['kv_shared_gb_mean']} GB); sampling {report['sampling_ms']} ms; "
+        f"against float32: {report['float32_agreement']}"
+    )
     for r in results:
-        print(f"{r['decoder']}: replay {r['replay_ms']} ms ({r['replay_of_bound']:.0%} of the bound), generate "
-              f"{r['generate_step_ms']} ms/step ({r['generate_step_of_bound']:.0%}; "
-              f"{r['generate_step_of_shared_bound']:.0%} of the shared bound), eager {r['eager_step_ms']} ms, "
-              f"{r['kernels']} kernels, {r['kernel_ms']} ms of kernel time, peak {r['peak_gb']} GB")
+        print(
+            f"{r['decoder']}: replay {r['replay_ms']} ms ({r['replay_of_bound']:.0%} of the bound), generate "
+            f"{r['generate_step_ms']} ms/step ({r['generate_step_of_bound']:.0%}; "
+            f"{r['generate_step_of_shared_bound']:.0%} of the shared bound), eager {r['eager_step_ms']} ms, "
+            f"{r['kernels']} kernels, {r['kernel_ms']} ms of kernel time, peak {r['peak_gb']} GB"
+        )
         for k, v in r["by_kind"].items():
             print(f"   {k:16s} {v['ms']:8.3f} ms  {v['kernels']:6d} kernels")
         for t in r["top"]:

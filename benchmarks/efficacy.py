@@ -105,13 +105,23 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--episode-limit", type=int, default=None, help="questions played per held-out set")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "efficacy")
     p.add_argument("--set", dest="overrides", action="append", default=[], help="config override")
-    p.add_argument("--report", type=Path, metavar="RESULTS_JSON",
-                   help="only redraw the plot and print the tables of an earlier run's results.json")
-    p.add_argument("--train-only", action="store_true",
-                   help="stop after training (results.json then holds the curve and the checkpoint)")
-    p.add_argument("--run-dir", type=Path,
-                   help="skip training: evaluate the newest checkpoint of this run (trained with --train-only, "
-                        "e.g. on a GPU machine), with its curve from the run's events.jsonl or curve.json")
+    p.add_argument(
+        "--report",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="only redraw the plot and print the tables of an earlier run's results.json",
+    )
+    p.add_argument(
+        "--train-only",
+        action="store_true",
+        help="stop after training (results.json then holds the curve and the checkpoint)",
+    )
+    p.add_argument(
+        "--run-dir",
+        type=Path,
+        help="skip training: evaluate the newest checkpoint of this run (trained with --train-only, "
+        "e.g. on a GPU machine), with its curve from the run's events.jsonl or curve.json",
+    )
     return p.parse_args()
 
 
@@ -160,14 +170,22 @@ def trained_elsewhere(run_dir: Path) -> tuple[Path, list[dict[str, float]], floa
 def summarise(path: Path) -> dict[str, Any]:
     """What results.json keeps of an eval report (the report itself stays beside it)."""
     data = json.loads(path.read_text())
-    out = {k: data[k] for k in ("format", "mode", "headline", "questions", "aggregate", "paired", "clue_checks",
-                                "executor") if k in data}
+    out = {
+        k: data[k]
+        for k in ("format", "mode", "headline", "questions", "aggregate", "paired", "clue_checks", "executor")
+        if k in data
+    }
     out["report"] = path.name
     if data["mode"] == "rounds":
         out["states"] = data["states"]
-        out["examples"] = [{"question": st["question"], "round": st["round"],
-                            **{p: st["results"][p]["samples"][0]["clues"] for p in st["results"]}}
-                           for st in data["per_state"][:8]]
+        out["examples"] = [
+            {
+                "question": st["question"],
+                "round": st["round"],
+                **{p: st["results"][p]["samples"][0]["clues"] for p in st["results"]},
+            }
+            for st in data["per_state"][:8]
+        ]
     else:
         out["rounds"], out["curve"] = data["rounds"], data["curve"]
     return out
@@ -178,8 +196,11 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for name, sets in results["heldout"].items():
         for goal, metric, kind, threshold in GOALS:
-            part = sets["episodes"] if metric in ("recall_round_3", "median_rounds_to_full",
-                                                  "checker_docs_per_important") else sets["rounds"]
+            part = (
+                sets["episodes"]
+                if metric in ("recall_round_3", "median_rounds_to_full", "checker_docs_per_important")
+                else sets["rounds"]
+            )
             tuned = next(p for p in part["aggregate"] if p != "baseline")
             if kind == "clue<=":
                 if metric not in part["clue_checks"][tuned]:
@@ -195,8 +216,11 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
             else:
                 d = part["paired"][tuned][metric]
                 value, lo, hi = d["diff"], *d["ci"]
-                met = {"diff>=": value >= threshold and lo > 0, "diff<": value < threshold,
-                       "diff<=": value <= threshold}[kind]
+                met = {
+                    "diff>=": value >= threshold and lo > 0,
+                    "diff<": value < threshold,
+                    "diff<=": value <= threshold,
+                }[kind]
                 shown = f"{value:+.3f} [{lo:+.3f}, {hi:+.3f}]"
             rows.append({"set": name, "goal": goal, "value": shown, "met": bool(met)})
     return rows
@@ -214,7 +238,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     window = max(1, len(steps) // 20)
 
     def smooth(ys: list[float]) -> list[float]:
-        return [statistics.fmean(ys[max(0, i - window + 1):i + 1]) for i in range(len(ys))]
+        return [statistics.fmean(ys[max(0, i - window + 1) : i + 1]) for i in range(len(ys))]
 
     ys = [c["reward/mean"] for c in steps]
     ax1.plot(xs, ys, color="#9ecae1", lw=0.8)
@@ -222,9 +246,11 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax1.set_xlabel("step")
     ax1.set_ylabel("reward")
     twin = ax1.twinx()
-    for key, colour, name in (("dynamic/frac_zero_std_sampled", "#fdae6b", "zero-variance share, sampled"),
-                              ("reward/frac_zero_std", "#d94801", "zero-variance share, trained batch"),
-                              ("dynamic/frac_same_finds_sampled", "#74c476", "same-finds share, sampled")):
+    for key, colour, name in (
+        ("dynamic/frac_zero_std_sampled", "#fdae6b", "zero-variance share, sampled"),
+        ("reward/frac_zero_std", "#d94801", "zero-variance share, trained batch"),
+        ("dynamic/frac_same_finds_sampled", "#74c476", "same-finds share, sampled"),
+    ):
         if not any(key in c for c in steps):
             continue  # logged only by runs newer than the metric
         zs = [c.get(key, 0.0) for c in steps]
@@ -246,12 +272,25 @@ def plot(results: dict[str, Any], path: Path) -> None:
                 value = agg[pol][key]
                 lo, hi = agg[pol]["ci"][key]
                 x = j + (2 * m + k - len(metrics)) * width + width / 2
-                ax2.bar(x, value, width, color=("#bdbdbd", "#3182bd")[k], edgecolor="black", lw=0.4,
-                        label=("baseline", "fine-tuned")[k] if j == 0 and m == 0 else None)
+                ax2.bar(
+                    x,
+                    value,
+                    width,
+                    color=("#bdbdbd", "#3182bd")[k],
+                    edgecolor="black",
+                    lw=0.4,
+                    label=("baseline", "fine-tuned")[k] if j == 0 and m == 0 else None,
+                )
                 ax2.errorbar(x, value, yerr=[[value - lo], [hi - value]], color="black", capsize=2, lw=0.8)
                 if k == 0:
-                    ax2.text(x + width / 2, -0.02, label(key).replace(" docs", "").replace(" (union)", ""),
-                             ha="center", va="top", fontsize=7)
+                    ax2.text(
+                        x + width / 2,
+                        -0.02,
+                        label(key).replace(" docs", "").replace(" (union)", ""),
+                        ha="center",
+                        va="top",
+                        fontsize=7,
+                    )
     ax2.set_xticks(range(len(sets)))
     ax2.set_xticklabels([f"\n\n{s}" for s in sets])
     ax2.set_ylim(0, 1)
@@ -262,8 +301,15 @@ def plot(results: dict[str, Any], path: Path) -> None:
     for j, name in enumerate(sets):
         curve = results["heldout"][name]["episodes"]["curve"]
         for k, (pol, ys) in enumerate(curve.items()):
-            ax3.plot(range(1, len(ys) + 1), ys, styles[j % 4], marker="o", ms=3,
-                     color=("#737373", "#3182bd")[int(k != 0)], label=f"{name}: {pol}")
+            ax3.plot(
+                range(1, len(ys) + 1),
+                ys,
+                styles[j % 4],
+                marker="o",
+                ms=3,
+                color=("#737373", "#3182bd")[int(k != 0)],
+                label=f"{name}: {pol}",
+            )
     ax3.set_xlabel("round")
     ax3.set_ylabel("evidence recall")
     ax3.set_ylim(0, 1)
@@ -283,12 +329,24 @@ def markdown(results: dict[str, Any]) -> str:
     def diff(d: dict[str, Any]) -> str:
         return f"**{d['diff']:+.3f}** [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]"
 
-    lines = ["| held-out set | metric | baseline (95% CI) | fine-tuned (95% CI) | difference (95% CI) |",
-             "| --- | --- | ---: | ---: | ---: |"]
+    lines = [
+        "| held-out set | metric | baseline (95% CI) | fine-tuned (95% CI) | difference (95% CI) |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
     for name, r in results["heldout"].items():
-        for part, keys in (("rounds", ("recall_at_10", "recall_at_5", "recall_at_k", "docs_mean", "clues_mean")),
-                           ("episodes", ("recall_round_3", "recall_round_6", "full_coverage",
-                                         "median_rounds_to_full", "checker_docs_per_important"))):
+        for part, keys in (
+            ("rounds", ("recall_at_10", "recall_at_5", "recall_at_k", "docs_mean", "clues_mean")),
+            (
+                "episodes",
+                (
+                    "recall_round_3",
+                    "recall_round_6",
+                    "full_coverage",
+                    "median_rounds_to_full",
+                    "checker_docs_per_important",
+                ),
+            ),
+        ):
             res = r[part]
             tuned = next(p for p in res["aggregate"] if p != "baseline")
             unit = f"{res.get('states', res['questions'])} {'states' if part == 'rounds' else 'questions'}"
@@ -303,18 +361,23 @@ def markdown(results: dict[str, Any]) -> str:
                 shown_new = cell(new, key) if key in new.get("ci", {}) else f"{new[key]:.3f}"
                 lines.append(f"| {where} | {label(key)} | {shown_base} | {shown_new} | {diff(d) if d else ''} |")
                 first = False
-    lines += ["", "| held-out set | policy | clues / set | top prefix (share) | top template share | "
-              "cut at token limit | invented numbers | copied table rows | copied sub-goal wording | redundant clues / set | "
-              "top token share |",
-              "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [
+        "",
+        "| held-out set | policy | clues / set | top prefix (share) | top template share | "
+        "cut at token limit | invented numbers | copied table rows | copied sub-goal wording | redundant clues / set | "
+        "top token share |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name, r in results["heldout"].items():
         for policy, c in r["rounds"]["clue_checks"].items():
-            lines.append(f"| {name} | {policy} | {c['clues_per_set']:.2f} | `{c['top_prefix']}` "
-                         f"({c['top_prefix_share']:.2f}) | {c['top_template_share']:.2f} | {c['cut_clue_share']:.3f} | "
-                         f"{c['invented_number_share']:.3f} | {c.get('table_copy_share', float('nan')):.3f} | "
-                         f"{c.get('goal_copy_share', float('nan')):.3f} | "
-                         f"{c.get('redundant_clues_per_set', float('nan')):.2f} | "
-                         f"{c['most_common_token_share']:.3f} |")
+            lines.append(
+                f"| {name} | {policy} | {c['clues_per_set']:.2f} | `{c['top_prefix']}` "
+                f"({c['top_prefix_share']:.2f}) | {c['top_template_share']:.2f} | {c['cut_clue_share']:.3f} | "
+                f"{c['invented_number_share']:.3f} | {c.get('table_copy_share', float('nan')):.3f} | "
+                f"{c.get('goal_copy_share', float('nan')):.3f} | "
+                f"{c.get('redundant_clues_per_set', float('nan')):.2f} | "
+                f"{c['most_common_token_share']:.3f} |"
+            )
     lines += ["", "| held-out set | goal (issue #14) | measured | met |", "| --- | --- | ---: | :---: |"]
     for g in results["goals"]:
         met = "n/a" if g["met"] is None else "yes" if g["met"] else "**no**"
@@ -365,8 +428,10 @@ def main() -> None:
         stem = "split" if questions is None else Path(questions).stem
         common = dict(baseline=True, checkpoints=[str(checkpoint)], seed=0, questions=questions)
         rounds = run_eval(cfg, EvalRequest(**common, limit=eval_limit, output=str(args.out / f"eval-{stem}.json")))
-        episodes = run_eval(cfg, EvalRequest(**common, limit=episode_limit, episodes=True,
-                                             output=str(args.out / f"episodes-{stem}.json")))
+        episodes = run_eval(
+            cfg,
+            EvalRequest(**common, limit=episode_limit, episodes=True, output=str(args.out / f"episodes-{stem}.json")),
+        )
         results["heldout"][name] = {"rounds": summarise(rounds), "episodes": summarise(episodes)}
         (args.out / "results.json").write_text(json.dumps(results, indent=2))  # kept as each set finishes
         print(f"{name}: {load_report(rounds).headline} and episodes written")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,11 +51,26 @@ def main() -> None:
     from searchgrpo.train.trainer import Trainer
 
     quiet_libraries()
-    cfg = load_config(None, [
-        "model.base=tiny", "model.device=cuda", f"grpo.decoder={args.decoder}", "grpo.num_generations=4",
-        "grpo.max_new_tokens=16", "train.states_per_step=2", "train.micro_batch_size=8", "train.epochs=1000",
-        f"train.max_steps={args.steps}", "train.eval_every=0", "train.save_every=0", "data.demo.questions=24",
-        "data.demo.distractors=40", "train.output_dir=/tmp/gpu_memory_probe", *args.overrides])
+    cfg = load_config(
+        None,
+        [
+            "model.base=tiny",
+            "model.device=cuda",
+            f"grpo.decoder={args.decoder}",
+            "grpo.num_generations=4",
+            "grpo.max_new_tokens=16",
+            "train.states_per_step=2",
+            "train.micro_batch_size=8",
+            "train.epochs=1000",
+            f"train.max_steps={args.steps}",
+            "train.eval_every=0",
+            "train.save_every=0",
+            "data.demo.questions=24",
+            "data.demo.distractors=40",
+            "train.output_dir=/tmp/gpu_memory_probe",
+            *args.overrides,
+        ],
+    )
     halfway, last = args.steps // 2, args.steps
     torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
     allocated: list[int] = []
@@ -69,7 +85,7 @@ def main() -> None:
 
     Trainer(cfg, sink=on_event).train()
     print(f"{args.decoder}: allocated after each step (bytes): {allocated[:3]} ... {allocated[-3:]}")
-    print("growth per step:", [b - a for a, b in zip(allocated, allocated[1:])])
+    print("growth per step:", [b - a for a, b in itertools.pairwise(allocated)])
     new = {a: v for a, v in snapshots[last].items() if a not in snapshots[halfway]}
     size_by_stack: collections.Counter[str] = collections.Counter()
     count_by_stack: collections.Counter[str] = collections.Counter()
@@ -77,8 +93,10 @@ def main() -> None:
         stack = " <- ".join(f"{Path(f['filename']).name}:{f['line']}:{f['name']}" for f in frames[:6])
         size_by_stack[stack] += size
         count_by_stack[stack] += 1
-    print(f"blocks alive after step {last} that were not after step {halfway}: {len(new)}, "
-          f"{sum(size for size, _ in new.values())} bytes")
+    print(
+        f"blocks alive after step {last} that were not after step {halfway}: {len(new)}, "
+        f"{sum(size for size, _ in new.values())} bytes"
+    )
     for stack, size in size_by_stack.most_common(8):
         print(f"  {size:>12} B in {count_by_stack[stack]:>4} blocks: {stack or '(no Python stack)'}")
 

@@ -123,16 +123,18 @@ def long_prompt(tokenizer: Any, state: Any, others: list[Any], n: int, cfg: Any)
         if other is not None:
             documents += list(other.before.documents)
             context += list(other.before.context)
-            state = dataclasses.replace(state, before=dataclasses.replace(before, documents=tuple(documents),
-                                                                           context=tuple(context)))
-        ids = encode_prompt(tokenizer, state, max_rows=10**6, max_tokens=10**9, min_clues=cfg.env.min_clues,
-                            max_clues=cfg.env.max_clues)
+            state = dataclasses.replace(
+                state, before=dataclasses.replace(before, documents=tuple(documents), context=tuple(context))
+            )
+        ids = encode_prompt(
+            tokenizer, state, max_rows=10**6, max_tokens=10**9, min_clues=cfg.env.min_clues, max_clues=cfg.env.max_clues
+        )
         if len(ids) >= n:
             break
     if len(ids) < n:
         raise ValueError(f"could not build a {n}-token prompt")
     head = n // 2
-    return ids[:head] + ids[len(ids) - (n - head):]
+    return ids[:head] + ids[len(ids) - (n - head) :]
 
 
 def workload(spec: Spec, cfg: Any, tokenizer: Any) -> tuple[Any, list[list[Any]], list[list[list[int]]]]:
@@ -150,9 +152,19 @@ def workload(spec: Spec, cfg: Any, tokenizer: Any) -> tuple[Any, list[list[Any]]
             others = [train[(7 * i + j + 1) % len(train)] for j in range(60)]
             prompts.append([long_prompt(tokenizer, s, others, spec.prompt_tokens, cfg) for s in chunk])
         else:
-            prompts.append([encode_prompt(tokenizer, s, max_rows=cfg.data.max_table_rows,
-                                          max_tokens=cfg.grpo.max_prompt_tokens, min_clues=cfg.env.min_clues,
-                                          max_clues=cfg.env.max_clues) for s in chunk])
+            prompts.append(
+                [
+                    encode_prompt(
+                        tokenizer,
+                        s,
+                        max_rows=cfg.data.max_table_rows,
+                        max_tokens=cfg.grpo.max_prompt_tokens,
+                        min_clues=cfg.env.min_clues,
+                        max_clues=cfg.env.max_clues,
+                    )
+                    for s in chunk
+                ]
+            )
     return ds, states, prompts
 
 
@@ -198,8 +210,16 @@ def run_ours(spec: Spec) -> Outcome:
         sync(spec.device)
         start = time.perf_counter()
         by_id = {s.state_id: p for s, p in zip(chunk, ids)}
-        result = grpo_step(cfg, policy, env, optimizer, scheduler, chunk, prompt_of=lambda s: by_id[s.state_id],
-                           seed_of=lambda s, r, i=i: derive_seed(0, "sample", i, s.state_id))
+        result = grpo_step(
+            cfg,
+            policy,
+            env,
+            optimizer,
+            scheduler,
+            chunk,
+            prompt_of=lambda s, by_id=by_id: by_id[s.state_id],
+            seed_of=lambda s, r, i=i: derive_seed(0, "sample", i, s.state_id),
+        )
         sync(spec.device)
         if i < spec.warmup:
             continue
@@ -229,8 +249,16 @@ def decode_probe(policy: Any, prompts: list[list[int]], spec: Spec) -> dict[str,
         for r in range(2):
             sync(spec.device)
             start = time.perf_counter()
-            groups = generate(model, tok, prompts, num_samples=spec.k, max_new_tokens=n, device=policy.device,
-                              seeds=[r] * len(prompts), decoder=spec.decoder)
+            groups = generate(
+                model,
+                tok,
+                prompts,
+                num_samples=spec.k,
+                max_new_tokens=n,
+                device=policy.device,
+                seeds=[r] * len(prompts),
+                decoder=spec.decoder,
+            )
             sync(spec.device)
             times.append(time.perf_counter() - start)
             produced = min(len(c.token_ids) for g in groups for c in g)
@@ -249,9 +277,14 @@ def decode_probe(policy: Any, prompts: list[list[int]], spec: Spec) -> dict[str,
     mean_len = sum(len(p) for p in prompts) / len(prompts) + produced / 2
     kv = rows * mean_len * kv_token
     out = {
-        "rows": rows, "decode_steps": steps, "prefill_s": round(prefill_s, 4), "generate_s": round(full_s, 4),
-        "decode_step_ms": round(per_step * 1e3, 3), "decode_tokens_per_s": round(rows / per_step, 1),
-        "weight_gb": round(weights / 1e9, 3), "kv_gb_mean": round(kv / 1e9, 3),
+        "rows": rows,
+        "decode_steps": steps,
+        "prefill_s": round(prefill_s, 4),
+        "generate_s": round(full_s, 4),
+        "decode_step_ms": round(per_step * 1e3, 3),
+        "decode_tokens_per_s": round(rows / per_step, 1),
+        "weight_gb": round(weights / 1e9, 3),
+        "kv_gb_mean": round(kv / 1e9, 3),
     }
     if spec.device.startswith("cuda"):
         bw = bandwidth()
@@ -285,8 +318,11 @@ def bandwidth() -> dict[str, float]:
     read = size / best(lambda: a.sum(dtype=torch.float32))
     a = b = torch.empty(0)
     torch.cuda.empty_cache()
-    return {"copy_gb_per_s": round(copy / 1e9, 1), "read_gb_per_s": round(read / 1e9, 1),
-            "best_bytes_per_s": max(copy, read)}
+    return {
+        "copy_gb_per_s": round(copy / 1e9, 1),
+        "read_gb_per_s": round(read / 1e9, 1),
+        "best_bytes_per_s": max(copy, read),
+    }
 
 
 # ----------------------------------------------------------------------------- TRL
@@ -315,7 +351,8 @@ def run_trl(spec: Spec) -> Outcome:
         from transformers import BitsAndBytesConfig
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype, bnb_4bit_use_double_quant=True)
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype, bnb_4bit_use_double_quant=True
+        )
         kwargs["device_map"] = {"": 0}
     model = AutoModelForCausalLM.from_pretrained(str(base.path), **kwargs)
     if not spec.load_in_4bit:
@@ -332,8 +369,9 @@ def run_trl(spec: Spec) -> Outcome:
             rows.append({"prompt": text, "state_id": s.state_id})
     tally = {"tokens": 0, "score_s": 0.0}
 
-    def searchgrpo_reward(prompts: list[str], completions: list[str], completion_ids: list[list[int]],
-                          state_id: list[str], **_: Any) -> list[float]:
+    def searchgrpo_reward(
+        prompts: list[str], completions: list[str], completion_ids: list[list[int]], state_id: list[str], **_: Any
+    ) -> list[float]:
         start = time.perf_counter()
         order: dict[str, list[int]] = {}
         for i, sid in enumerate(state_id):
@@ -402,10 +440,23 @@ def run_trl(spec: Spec) -> Outcome:
         dataloader_num_workers=0,
         seed=0,
     )
-    peft_config = LoraConfig(r=spec.lora_r, lora_alpha=spec.lora_alpha, lora_dropout=0.0, target_modules="all-linear",
-                             task_type="CAUSAL_LM", bias="none")
-    trainer = SameTokens(model=model, reward_funcs=searchgrpo_reward, args=args, train_dataset=Dataset.from_list(rows),
-                         processing_class=tokenizer, peft_config=peft_config, callbacks=[Clock()])
+    peft_config = LoraConfig(
+        r=spec.lora_r,
+        lora_alpha=spec.lora_alpha,
+        lora_dropout=0.0,
+        target_modules="all-linear",
+        task_type="CAUSAL_LM",
+        bias="none",
+    )
+    trainer = SameTokens(
+        model=model,
+        reward_funcs=searchgrpo_reward,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[Clock()],
+    )
     generate_one = trainer._generate_single_turn
 
     def timed_generate(*a: Any, **kw: Any) -> Any:
@@ -448,10 +499,17 @@ def spawn(spec: Spec, log: Path | None) -> Outcome:
     """Run `spec` in a fresh interpreter; a failure becomes an Outcome with `error`."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         result_path = Path(fh.name)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--run-one", json.dumps(asdict(spec)), "--result",
-           str(result_path)]
-    print(f"  {spec.trainer:4s} {Path(spec.model).name} beta={spec.beta} 4bit={spec.load_in_4bit} ...", end="",
-          flush=True)
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--run-one",
+        json.dumps(asdict(spec)),
+        "--result",
+        str(result_path),
+    ]
+    print(
+        f"  {spec.trainer:4s} {Path(spec.model).name} beta={spec.beta} 4bit={spec.load_in_4bit} ...", end="", flush=True
+    )
     start = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if log is not None:
@@ -476,7 +534,8 @@ def summarise(outs: list[Outcome]) -> dict[str, Any]:
     steps = [s for o in ok for s in o.step_s]
     tokens = [t / s for o in ok for t, s in zip(o.completion_tokens, o.step_s)]
     row: dict[str, Any] = {
-        "runs": len(ok), "failed": len(outs) - len(ok),
+        "runs": len(ok),
+        "failed": len(outs) - len(ok),
         "s_per_step": round(med(steps), 3),
         "s_per_step_by_run": [round(med(o.step_s), 3) for o in ok],
         "completion_tokens_per_s": round(med(tokens), 1),
@@ -484,7 +543,9 @@ def summarise(outs: list[Outcome]) -> dict[str, Any]:
         "generate_s": round(med([x for o in ok for x in o.generate_s]), 3),
         "score_s": round(med([x for o in ok for x in o.score_s]), 3),
         "loss_s": round(med([x for o in ok for x in o.loss_s]), 3),
-        "frac_zero_std": round(med([x for o in ok for x in o.frac_zero_std]), 3) if ok and ok[0].frac_zero_std else None,
+        "frac_zero_std": round(med([x for o in ok for x in o.frac_zero_std]), 3)
+        if ok and ok[0].frac_zero_std
+        else None,
         "peak_gb": max((o.peak_gb for o in ok if o.peak_gb is not None), default=None),
         "prompt_tokens": ok[0].prompt_lengths if ok else None,
     }
@@ -497,12 +558,30 @@ def summarise(outs: list[Outcome]) -> dict[str, Any]:
 
 
 SHAPES = {
-    "qwen3-8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
-                     num_key_value_heads=8, head_dim=128),
-    "qwen3-1.7b": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
-                       num_key_value_heads=8, head_dim=128),
-    "qwen3-tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                       num_key_value_heads=2, head_dim=16),
+    "qwen3-8b": dict(
+        hidden_size=4096,
+        intermediate_size=12288,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+    ),
+    "qwen3-1.7b": dict(
+        hidden_size=2048,
+        intermediate_size=6144,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+    ),
+    "qwen3-tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+    ),
 }
 
 
@@ -510,9 +589,16 @@ def random_config(shape: str, bos: int | None, eos: int | None, pad: int | None)
     """The `Qwen3Config` of a model shape in SHAPES (Qwen3's vocabulary and rotary settings)."""
     from transformers import Qwen3Config
 
-    return Qwen3Config(vocab_size=151936, max_position_embeddings=40960, rope_theta=1000000.0,
-                       tie_word_embeddings=False, bos_token_id=bos, eos_token_id=eos, pad_token_id=pad,
-                       **SHAPES[shape])
+    return Qwen3Config(
+        vocab_size=151936,
+        max_position_embeddings=40960,
+        rope_theta=1000000.0,
+        tie_word_embeddings=False,
+        bos_token_id=bos,
+        eos_token_id=eos,
+        pad_token_id=pad,
+        **SHAPES[shape],
+    )
 
 
 def make_random_model(target: Path, tokenizer_dir: Path, shape: str) -> Path:
@@ -532,8 +618,9 @@ def make_random_model(target: Path, tokenizer_dir: Path, shape: str) -> Path:
     torch.manual_seed(0)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    model.generation_config = GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                                               pad_token_id=tok.pad_token_id)
+    model.generation_config = GenerationConfig(
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
+    )
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)
@@ -552,34 +639,75 @@ def presets(name: str, args: argparse.Namespace) -> list[tuple[str, list[Spec]]]
         for model in models:
             for beta in (0.0, 0.04):
                 label = f"{'SmolLM2-135M' if 'smollm' in model else 'tiny'} beta={beta}"
-                out.append((label, [Spec(t, model, beta, warmup=warmup, steps=steps, threads=args.threads or 1)
-                                    for t in ("ours", "trl")]))
+                out.append(
+                    (
+                        label,
+                        [
+                            Spec(t, model, beta, warmup=warmup, steps=steps, threads=args.threads or 1)
+                            for t in ("ours", "trl")
+                        ],
+                    )
+                )
         return out
     if name in ("h200", "h200-quick"):
         shape = "qwen3-8b" if name == "h200" else "qwen3-tiny"
         folder = make_random_model(Path(args.model_dir) / shape, Path(args.tokenizer), shape)
-        common = dict(device=args.device or "cuda", states=4, k=8, max_new_tokens=128, micro_batch=8, prompt_tokens=1024,
-                      gradient_checkpointing=True, warmup=1, steps=args.steps or 3)
+        common = dict(
+            device=args.device or "cuda",
+            states=4,
+            k=8,
+            max_new_tokens=128,
+            micro_batch=8,
+            prompt_tokens=1024,
+            gradient_checkpointing=True,
+            warmup=1,
+            steps=args.steps or 3,
+        )
         first = args.betas[0]
-        out = [(f"{shape} bf16 beta={first}", [
-            Spec("ours", str(folder), first, decode_probe=True, **common),
-            Spec("trl", str(folder), first, **{**common, "steps": min(common["steps"], 2)}),
-        ])]
+        out = [
+            (
+                f"{shape} bf16 beta={first}",
+                [
+                    Spec("ours", str(folder), first, decode_probe=True, **common),
+                    Spec("trl", str(folder), first, **{**common, "steps": min(common["steps"], 2)}),
+                ],
+            )
+        ]
         if args.four_bit:
-            out.append((f"{shape} 4-bit beta={first}", [
-                Spec("ours", str(folder), first, load_in_4bit=True, decode_probe=True, **common),
-                *([Spec("trl", str(folder), first, load_in_4bit=True, **{**common, "steps": 2})]
-                  if args.trl_four_bit else []),
-            ]))
+            out.append(
+                (
+                    f"{shape} 4-bit beta={first}",
+                    [
+                        Spec("ours", str(folder), first, load_in_4bit=True, decode_probe=True, **common),
+                        *(
+                            [Spec("trl", str(folder), first, load_in_4bit=True, **{**common, "steps": 2})]
+                            if args.trl_four_bit
+                            else []
+                        ),
+                    ],
+                )
+            )
         if args.dynamic:
-            out.append((f"{shape} bf16 beta={first} dynamic-cache decode", [
-                Spec("ours", str(folder), first, decoder="dynamic", decode_probe=True, **{**common, "steps": 1}),
-            ]))
+            out.append(
+                (
+                    f"{shape} bf16 beta={first} dynamic-cache decode",
+                    [
+                        Spec(
+                            "ours", str(folder), first, decoder="dynamic", decode_probe=True, **{**common, "steps": 1}
+                        ),
+                    ],
+                )
+            )
         for beta in args.betas[1:]:
-            out.append((f"{shape} bf16 beta={beta}", [
-                Spec("ours", str(folder), beta, **common),
-                Spec("trl", str(folder), beta, **{**common, "steps": min(common["steps"], 2)}),
-            ]))
+            out.append(
+                (
+                    f"{shape} bf16 beta={beta}",
+                    [
+                        Spec("ours", str(folder), beta, **common),
+                        Spec("trl", str(folder), beta, **{**common, "steps": min(common["steps"], 2)}),
+                    ],
+                )
+            )
         return out
     raise SystemExit(f"unknown preset {name}")
 
@@ -592,8 +720,9 @@ def write(path: Path, meta: dict[str, Any], results: dict[str, dict[str, list[Ou
         row = {"workload": label, **{t: summarise(o) for t, o in by_trainer.items()}}
         if "ours" in row and "trl" in row and row["ours"]["runs"] and row["trl"]["runs"]:
             row["speedup"] = round(row["trl"]["s_per_step"] / row["ours"]["s_per_step"], 2)
-            row["tokens_per_s_ratio"] = round(row["ours"]["completion_tokens_per_s"] /
-                                              row["trl"]["completion_tokens_per_s"], 2)
+            row["tokens_per_s_ratio"] = round(
+                row["ours"]["completion_tokens_per_s"] / row["trl"]["completion_tokens_per_s"], 2
+            )
         table.append(row)
     path.write_text(json.dumps({"meta": meta, "results": table}, indent=1))
     return table
@@ -610,9 +739,15 @@ def metadata(preset: str, rounds: int, loads: list[Any]) -> dict[str, Any]:
     except ImportError:
         trl_version = None
     return {
-        "preset": preset, "rounds": rounds, "python": platform.python_version(), "torch": torch.__version__,
-        "transformers": transformers.__version__, "trl": trl_version, "machine": platform.machine(),
-        "cpus": os.cpu_count(), "load_average": loads,
+        "preset": preset,
+        "rounds": rounds,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl_version,
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_average": loads,
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
 
@@ -635,8 +770,12 @@ def main() -> None:
     parser.add_argument("--trainers", nargs="+", default=["ours", "trl"], help="run only these trainers")
     parser.add_argument("--four-bit", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--trl-four-bit", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--dynamic", action=argparse.BooleanOptionalAction, default=True,
-                        help="h200: also time our decode on transformers' dynamic cache")
+    parser.add_argument(
+        "--dynamic",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="h200: also time our decode on transformers' dynamic cache",
+    )
     parser.add_argument("--model-dir", default=tempfile.gettempdir(), help="where the random model is saved")
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder for the random model (default: SmolLM2's)")
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/grpo_vs_trl_<preset>.json)")
@@ -687,23 +826,31 @@ def main() -> None:
         loads.append(load_average())
     table = write(path, meta, results)
 
-    print(f"\n{'workload':34s} {'trainer':6s} {'s/step':>8s} {'tok/s':>8s} {'gen s':>7s} {'score s':>8s} "
-          f"{'loss s':>7s} {'peak GB':>8s}")
+    print(
+        f"\n{'workload':34s} {'trainer':6s} {'s/step':>8s} {'tok/s':>8s} {'gen s':>7s} {'score s':>8s} "
+        f"{'loss s':>7s} {'peak GB':>8s}"
+    )
     for row in table:
         for t in ("ours", "trl"):
             if t not in row:
                 continue
             r = row[t]
-            print(f"{row['workload']:34s} {t:6s} {r['s_per_step']:8.3f} {r['completion_tokens_per_s']:8.1f} "
-                  f"{r['generate_s']:7.3f} {r['score_s']:8.3f} {r['loss_s']:7.3f} {str(r['peak_gb']):>8s}")
+            print(
+                f"{row['workload']:34s} {t:6s} {r['s_per_step']:8.3f} {r['completion_tokens_per_s']:8.1f} "
+                f"{r['generate_s']:7.3f} {r['score_s']:8.3f} {r['loss_s']:7.3f} {r['peak_gb']!s:>8s}"
+            )
         if "speedup" in row:
-            print(f"{'':34s} ratio: TRL s/step / ours = {row['speedup']}x, tokens/s ours / TRL = "
-                  f"{row['tokens_per_s_ratio']}x")
+            print(
+                f"{'':34s} ratio: TRL s/step / ours = {row['speedup']}x, tokens/s ours / TRL = "
+                f"{row['tokens_per_s_ratio']}x"
+            )
         decode = row.get("ours", {}).get("decode")
         if decode and "bound_step_ms" in decode:
-            print(f"{'':34s} decode: {decode['decode_tokens_per_s']} tok/s, {decode['decode_step_ms']} ms/step, "
-                  f"bound {decode['bound_step_ms']} ms ({decode['weight_gb']} GB weights + {decode['kv_gb_mean']} GB KV"
-                  f" at {decode['best_bytes_per_s'] / 1e9:.0f} GB/s): {decode['fraction_of_bound']:.0%} of the bound")
+            print(
+                f"{'':34s} decode: {decode['decode_tokens_per_s']} tok/s, {decode['decode_step_ms']} ms/step, "
+                f"bound {decode['bound_step_ms']} ms ({decode['weight_gb']} GB weights + {decode['kv_gb_mean']} GB KV"
+                f" at {decode['best_bytes_per_s'] / 1e9:.0f} GB/s): {decode['fraction_of_bound']:.0%} of the bound"
+            )
     print(f"\nload average: {loads}\nwritten to {path}")
 
 

@@ -44,10 +44,14 @@ def settings() -> dict[str, Any]:
 
     b = torch.backends
     return {
-        "flash": b.cuda.flash_sdp_enabled(), "mem_efficient": b.cuda.mem_efficient_sdp_enabled(),
-        "math": b.cuda.math_sdp_enabled(), "cudnn_sdp": b.cuda.cudnn_sdp_enabled(),
-        "cudnn": b.cudnn.enabled, "cudnn_benchmark": b.cudnn.benchmark,
-        "matmul_precision": torch.get_float32_matmul_precision(), "grad": torch.is_grad_enabled(),
+        "flash": b.cuda.flash_sdp_enabled(),
+        "mem_efficient": b.cuda.mem_efficient_sdp_enabled(),
+        "math": b.cuda.math_sdp_enabled(),
+        "cudnn_sdp": b.cuda.cudnn_sdp_enabled(),
+        "cudnn": b.cudnn.enabled,
+        "cudnn_benchmark": b.cudnn.benchmark,
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        "grad": torch.is_grad_enabled(),
     }
 
 
@@ -61,8 +65,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2, help="timed steps per block (indices 1..steps)")
     parser.add_argument("--states", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--sequence", nargs="+", default=None, metavar="DECODER:INDEX",
-                        help="run exactly these steps, in this order, instead of the blocks (no warm-up added)")
+    parser.add_argument(
+        "--sequence",
+        nargs="+",
+        default=None,
+        metavar="DECODER:INDEX",
+        help="run exactly these steps, in this order, instead of the blocks (no warm-up added)",
+    )
     parser.add_argument("--collect", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--out", default="loss_after_decode.json")
@@ -86,16 +95,26 @@ def main() -> None:
         config = random_config(args.shape, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id)
         torch.manual_seed(0)
         with torch.device(device):
-            return AutoModelForCausalLM.from_config(config, dtype=dtype,
-                                                    attn_implementation=cfg.model.attn_implementation)
+            return AutoModelForCausalLM.from_config(
+                config, dtype=dtype, attn_implementation=cfg.model.attn_implementation
+            )
 
     sm.load_base_model = random_base
     overrides = [
-        f"model.base={args.tokenizer}", f"model.device={args.device}", "model.gradient_checkpointing=true",
-        "grpo.num_generations=8", f"grpo.max_new_tokens={args.max_new_tokens}", "grpo.beta=0.04",
+        f"model.base={args.tokenizer}",
+        f"model.device={args.device}",
+        "model.gradient_checkpointing=true",
+        "grpo.num_generations=8",
+        f"grpo.max_new_tokens={args.max_new_tokens}",
+        "grpo.beta=0.04",
         f"train.states_per_step={args.states}",
-        "train.micro_batch_size=8", "train.max_steps=100", "train.eval_every=0", "train.save_every=0",
-        "train.seed=0", "train.output_dir=/tmp/loss_after_decode", "grpo.dynamic_sampling=false",
+        "train.micro_batch_size=8",
+        "train.max_steps=100",
+        "train.eval_every=0",
+        "train.save_every=0",
+        "train.seed=0",
+        "train.output_dir=/tmp/loss_after_decode",
+        "grpo.dynamic_sampling=false",
     ]
     if not cuda:
         overrides.append("model.dtype=bfloat16")
@@ -113,10 +132,13 @@ def main() -> None:
         if not cuda:
             return {}
         s = torch.cuda.memory_stats()
-        return {"allocated_gb": round(torch.cuda.memory_allocated() / 1e9, 3),
-                "reserved_gb": round(torch.cuda.memory_reserved() / 1e9, 3),
-                "device_alloc": s.get("num_device_alloc", 0), "device_free": s.get("num_device_free", 0),
-                "alloc_retries": s.get("num_alloc_retries", 0)}
+        return {
+            "allocated_gb": round(torch.cuda.memory_allocated() / 1e9, 3),
+            "reserved_gb": round(torch.cuda.memory_reserved() / 1e9, 3),
+            "device_alloc": s.get("num_device_alloc", 0),
+            "device_free": s.get("num_device_free", 0),
+            "alloc_retries": s.get("num_alloc_retries", 0),
+        }
 
     probe: dict[str, Any] = {}
     original_generate, original_frozen = rollouts.generate, gs._frozen_logprobs
@@ -165,7 +187,7 @@ def main() -> None:
         probe.clear()
         probe["collect"] = collect
         c = dataclasses.replace(cfg, grpo=dataclasses.replace(cfg.grpo, decoder=decoder))
-        epoch, states = trainer.states_for_step(index)
+        _, states = trainer.states_for_step(index)
         prompts = [trainer.prompts(s) for s in states]
         torch.manual_seed(derive_seed(0, "step", index))
         sync()
@@ -176,26 +198,46 @@ def main() -> None:
             prof = torch.profiler.profile(activities=[activity])
             prof.__enter__()
         by_id = {s.state_id: p for s, p in zip(states, prompts)}
-        outcome = gs.grpo_step(c, trainer.policy, trainer.env, trainer.optimizer, trainer.scheduler, states,
-                               prompt_of=lambda s: by_id[s.state_id],
-                               seed_of=lambda s, r: derive_seed(0, "sample", index, s.state_id))
+        outcome = gs.grpo_step(
+            c,
+            trainer.policy,
+            trainer.env,
+            trainer.optimizer,
+            trainer.scheduler,
+            states,
+            prompt_of=lambda s: by_id[s.state_id],
+            seed_of=lambda s, r: derive_seed(0, "sample", index, s.state_id),
+        )
         sync()
         wall = time.perf_counter() - t
         after = mem()
         m = outcome.metrics
         rec = {
-            "label": label, "decoder": decoder, "index": index, "wall_s": round(wall, 3),
-            "generate_s": round(m["time/generate"], 3), "score_s": round(m["time/score"], 3),
-            "loss_s": round(m["time/loss"], 3), "ref_s": probe.get("ref_s"),
-            "completion_tokens": int(m["tokens/completion"]), "prompt_tokens": int(m["tokens/prompt"]),
+            "label": label,
+            "decoder": decoder,
+            "index": index,
+            "wall_s": round(wall, 3),
+            "generate_s": round(m["time/generate"], 3),
+            "score_s": round(m["time/score"], 3),
+            "loss_s": round(m["time/loss"], 3),
+            "ref_s": probe.get("ref_s"),
+            "completion_tokens": int(m["tokens/completion"]),
+            "prompt_tokens": int(m["tokens/prompt"]),
             "frac_zero_std": m["reward/frac_zero_std"],
-            "before_generate": probe.get("before_generate"), "before_loss": probe.get("after_generate"),
-            "after_step": after, "settings": probe.get("settings"), "gc_collections": probe.get("gc_counts"),
+            "before_generate": probe.get("before_generate"),
+            "before_loss": probe.get("after_generate"),
+            "after_step": after,
+            "settings": probe.get("settings"),
+            "gc_collections": probe.get("gc_counts"),
         }
         if collect:
-            rec.update(gc_collected=probe.get("gc_collected"), gc_kinds=probe.get("gc_kinds"),
-                       gc_tensor_gb=probe.get("gc_tensor_gb"), after_gc=probe.get("after_gc"),
-                       after_empty_cache=probe.get("after_empty_cache"))
+            rec.update(
+                gc_collected=probe.get("gc_collected"),
+                gc_kinds=probe.get("gc_kinds"),
+                gc_tensor_gb=probe.get("gc_tensor_gb"),
+                after_gc=probe.get("after_gc"),
+                after_empty_cache=probe.get("after_empty_cache"),
+            )
         if cuda and probe.get("after_generate"):
             b = probe["after_empty_cache"] if collect else probe["after_generate"]
             rec["loss_device_allocs"] = after["device_alloc"] - b["device_alloc"]
@@ -206,25 +248,32 @@ def main() -> None:
         if prof is not None:
             prof.__exit__(None, None, None)
             rows = sorted(prof.key_averages(), key=lambda e: -(e.device_time_total if cuda else e.cpu_time_total))[:15]
-            rec["kernels_ms"] = {e.key[:90]: round((e.device_time_total if cuda else e.cpu_time_total) / 1e3, 1)
-                                 for e in rows}
+            rec["kernels_ms"] = {
+                e.key[:90]: round((e.device_time_total if cuda else e.cpu_time_total) / 1e3, 1) for e in rows
+            }
         records.append(rec)
         bl = rec["before_loss"] or {}
-        print(f"{label:10s} {decoder:6s} idx {index}  step {wall:6.2f}  gen {rec['generate_s']:5.2f}  "
-              f"loss {rec['loss_s']:6.3f}  ref {rec['ref_s']}  tokens {rec['completion_tokens']}/"
-              f"{rec['prompt_tokens']}  alloc {bl.get('allocated_gb')} res {bl.get('reserved_gb')} GB  "
-              f"mallocs {rec.get('loss_device_allocs')} frees {rec.get('loss_device_frees')} "
-              f"retries {rec.get('loss_alloc_retries')} peak {rec.get('peak_gb')} gc {rec['gc_collections']}",
-              flush=True)
+        print(
+            f"{label:10s} {decoder:6s} idx {index}  step {wall:6.2f}  gen {rec['generate_s']:5.2f}  "
+            f"loss {rec['loss_s']:6.3f}  ref {rec['ref_s']}  tokens {rec['completion_tokens']}/"
+            f"{rec['prompt_tokens']}  alloc {bl.get('allocated_gb')} res {bl.get('reserved_gb')} GB  "
+            f"mallocs {rec.get('loss_device_allocs')} frees {rec.get('loss_device_frees')} "
+            f"retries {rec.get('loss_alloc_retries')} peak {rec.get('peak_gb')} gc {rec['gc_collections']}",
+            flush=True,
+        )
         if collect:
-            print(f"           gc collected {rec['gc_collected']}: alloc {rec['after_gc'].get('allocated_gb')}, "
-                  f"after empty_cache res {rec['after_empty_cache'].get('reserved_gb')}; {rec['gc_kinds']}; "
-                  f"tensors {rec['gc_tensor_gb']}", flush=True)
+            print(
+                f"           gc collected {rec['gc_collected']}: alloc {rec['after_gc'].get('allocated_gb')}, "
+                f"after empty_cache res {rec['after_empty_cache'].get('reserved_gb')}; {rec['gc_kinds']}; "
+                f"tensors {rec['gc_tensor_gb']}",
+                flush=True,
+            )
         if "kernels_ms" in rec:
             for k, v in rec["kernels_ms"].items():
                 print(f"           {v:9.1f} ms  {k}", flush=True)
-        Path(args.out).write_text(json.dumps({"args": vars(args), "torch": torch.__version__, "steps": records},
-                                             indent=1))
+        Path(args.out).write_text(
+            json.dumps({"args": vars(args), "torch": torch.__version__, "steps": records}, indent=1)
+        )
 
     print("settings at start:", settings(), flush=True)
     if args.sequence:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from searchgrpo.data.states import load_states  # noqa: E402
-from searchgrpo.env.clue_checks import copies_planner_wording, copies_table_row, state_planner_wording  # noqa: E402
+from searchgrpo.data.states import load_states
+from searchgrpo.env.clue_checks import copies_planner_wording, copies_table_row, state_planner_wording
 
 
 def main() -> None:
@@ -45,8 +45,10 @@ def main() -> None:
                 t[1] += sum(1 for c in sample["clues"] if copies_table_row(c))
                 t[2] += len(sample["clues"])
     for policy, (goal, table, clues) in totals.items():
-        print(f"{policy}: copied sub-goal wording {goal}/{clues} = {goal / max(clues, 1):.3f}; "
-              f"copied table rows {table}/{clues} = {table / max(clues, 1):.3f}")
+        print(
+            f"{policy}: copied sub-goal wording {goal}/{clues} = {goal / max(clues, 1):.3f}; "
+            f"copied table rows {table}/{clues} = {table / max(clues, 1):.3f}"
+        )
     if missing:
         print(f"{missing} states of the report are not in {args.traces} (another collect?)")
 

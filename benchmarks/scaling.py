@@ -61,15 +61,43 @@ def settings(args: argparse.Namespace, run_name: str) -> list[str]:
 def launch(args: argparse.Namespace, processes: int, launcher: str) -> dict[str, Any]:
     name = f"{launcher}-{processes}"
     if launcher == "torchrun":
-        cmd = [sys.executable, "-m", "searchgrpo", "train", "--headless", *settings(args, name),
-               "--num-processes", str(processes)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "searchgrpo",
+            "train",
+            "--headless",
+            *settings(args, name),
+            "--num-processes",
+            str(processes),
+        ]
     else:
         extra = ["--cpu"] if args.device == "cpu" else ["--multi_gpu"]
-        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(processes),
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *extra,
-               "-m", "searchgrpo", "train", "--headless", *settings(args, name)]
-    env = {**os.environ, "NCCL_NVLS_ENABLE": "0", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        cmd = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--num_processes",
+            str(processes),
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            *extra,
+            "-m",
+            "searchgrpo",
+            "train",
+            "--headless",
+            *settings(args, name),
+        ]
+    env = {
+        **os.environ,
+        "NCCL_NVLS_ENABLE": "0",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     print(f"{name}: {' '.join(cmd[1:])}", flush=True)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=args.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -87,12 +115,18 @@ def launch(args: argparse.Namespace, processes: int, launcher: str) -> dict[str,
     timed = steps[1:]
     span = timed[-1].time - steps[0].time if len(timed) >= 1 else float("nan")
     out = {
-        "name": name, "processes": processes, "launcher": launcher, "wall_s": round(wall, 1),
+        "name": name,
+        "processes": processes,
+        "launcher": launcher,
+        "wall_s": round(wall, 1),
         "steps": len(steps),
         "steps_per_s": round(len(timed) / span, 4) if timed else None,
         "step_s_median": round(statistics.median(s.metrics["time/step"] for s in timed), 3) if timed else None,
-        "phases_s": {k: round(statistics.median(s.metrics[f"time/{k}"] for s in timed), 3)
-                     for k in ("generate", "score", "loss")} if timed else None,
+        "phases_s": {
+            k: round(statistics.median(s.metrics[f"time/{k}"] for s in timed), 3) for k in ("generate", "score", "loss")
+        }
+        if timed
+        else None,
         "curves": {key: [s.metrics[key] for s in steps] for key in CURVES},
         "clues": {f"{g.step}:{g.state_id}": [s.clues for s in g.samples] for g in groups},
     }
@@ -104,8 +138,10 @@ def compare(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
     keys = sorted(set(base["clues"]) & set(other["clues"]))
     samples = [(a, b) for key in keys for a, b in zip(base["clues"][key], other["clues"][key])]
     same = sum(a == b for a, b in samples)
-    diffs = {key: max((abs(a - b) for a, b in zip(base["curves"][key], other["curves"][key])), default=None)
-             for key in CURVES}
+    diffs = {
+        key: max((abs(a - b) for a, b in zip(base["curves"][key], other["curves"][key])), default=None)
+        for key in CURVES
+    }
     scale = {key: max((abs(a) for a in base["curves"][key]), default=0.0) for key in CURVES}
     return {
         "identical_clue_sets": f"{same}/{len(samples)}",
@@ -113,7 +149,8 @@ def compare(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
         "max_abs_diff": {k: (round(v, 6) if v is not None else None) for k, v in diffs.items()},
         "max_abs_value": {k: round(v, 6) for k, v in scale.items()},
         "speedup": round(other["steps_per_s"] / base["steps_per_s"], 3)
-        if other.get("steps_per_s") and base.get("steps_per_s") else None,
+        if other.get("steps_per_s") and base.get("steps_per_s")
+        else None,
     }
 
 
@@ -151,13 +188,18 @@ def main() -> None:
         table.append(row)
     import torch
 
-    meta = {"args": vars(args), "torch": torch.__version__,
-            "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]}
+    meta = {
+        "args": vars(args),
+        "torch": torch.__version__,
+        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"meta": meta, "runs": table}, indent=1))
 
-    print(f"\n{'run':14s} {'steps/s':>8s} {'s/step':>7s} {'speed-up':>8s} {'same clues':>11s}  max |diff| "
-          f"reward / loss / kl")
+    print(
+        f"\n{'run':14s} {'steps/s':>8s} {'s/step':>7s} {'speed-up':>8s} {'same clues':>11s}  max |diff| "
+        f"reward / loss / kl"
+    )
     for row in table:
         if "error" in row:
             print(f"{row['name']:14s} failed")
@@ -165,8 +207,10 @@ def main() -> None:
         c = row.get("vs_1_process", {})
         d = c.get("max_abs_diff", {})
         diff = " / ".join(f"{d.get(k, 0):.2e}" for k in ("reward/mean", "loss/total", "loss/kl")) if d else "-"
-        print(f"{row['name']:14s} {row['steps_per_s']:8.4f} {row['step_s_median']:7.2f} "
-              f"{str(c.get('speedup', '1.0')):>8s} {c.get('identical_clue_sets', '-'):>11s}  {diff}")
+        print(
+            f"{row['name']:14s} {row['steps_per_s']:8.4f} {row['step_s_median']:7.2f} "
+            f"{c.get('speedup', '1.0')!s:>8s} {c.get('identical_clue_sets', '-'):>11s}  {diff}"
+        )
     print(f"\nwritten to {args.out}")
 
 

@@ -40,10 +40,24 @@ sys.path.insert(0, str(ROOT))
 from tests.reliability.soak_run import soak  # noqa: E402  (the harness the test suite also runs)
 
 SMALL_WORLD = ("data.demo.questions=24", "data.demo.distractors=40")
-TINY = ("model.base=tiny", "grpo.num_generations=3", "grpo.max_new_tokens=12", "grpo.max_prompt_tokens=384",
-        "data.max_table_rows=4", "train.states_per_step=2", "train.micro_batch_size=6", "train.lr=1e-2")
-SMOLLM2 = ("model.base=embedded:smollm2", "grpo.num_generations=4", "grpo.max_new_tokens=32",
-           "grpo.max_prompt_tokens=768", "train.states_per_step=2", "train.micro_batch_size=8")
+TINY = (
+    "model.base=tiny",
+    "grpo.num_generations=3",
+    "grpo.max_new_tokens=12",
+    "grpo.max_prompt_tokens=384",
+    "data.max_table_rows=4",
+    "train.states_per_step=2",
+    "train.micro_batch_size=6",
+    "train.lr=1e-2",
+)
+SMOLLM2 = (
+    "model.base=embedded:smollm2",
+    "grpo.num_generations=4",
+    "grpo.max_new_tokens=32",
+    "grpo.max_prompt_tokens=768",
+    "train.states_per_step=2",
+    "train.micro_batch_size=8",
+)
 
 
 def main() -> int:
@@ -69,27 +83,47 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     seconds = None if args.steps else 60 * (args.minutes if args.minutes is not None else 60)
-    overrides = [*(TINY if args.model == "tiny" else SMOLLM2), *(() if args.big_world else SMALL_WORLD),
-                 f"train.save_every={args.save_every}", f"train.eval_every={args.save_every}", "train.eval_states=4",
-                 "train.keep_last=2", f"train.output_dir={args.runs_dir}", f"model.device={args.device}", *args.overrides]
-    report = soak(overrides, seconds=seconds, steps=args.steps, sample_every=args.sample_every, warmup=args.warmup,
-                  rss_bound_mb=args.rss_bound_mb, slope_bound_mb=args.slope_bound_mb, gpu_bound_mb=args.gpu_bound_mb,
-                  progress=True)
+    overrides = [
+        *(TINY if args.model == "tiny" else SMOLLM2),
+        *(() if args.big_world else SMALL_WORLD),
+        f"train.save_every={args.save_every}",
+        f"train.eval_every={args.save_every}",
+        "train.eval_states=4",
+        "train.keep_last=2",
+        f"train.output_dir={args.runs_dir}",
+        f"model.device={args.device}",
+        *args.overrides,
+    ]
+    report = soak(
+        overrides,
+        seconds=seconds,
+        steps=args.steps,
+        sample_every=args.sample_every,
+        warmup=args.warmup,
+        rss_bound_mb=args.rss_bound_mb,
+        slope_bound_mb=args.slope_bound_mb,
+        gpu_bound_mb=args.gpu_bound_mb,
+        progress=True,
+    )
     report["command"] = " ".join(["python", *sys.argv])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     r, f = report["rss_mb"], report["fds"]
-    print(f"{report['steps']} steps in {report['duration_s'] / 60:.1f} min; RSS {r['start']:.0f} -> "
-          f"{r['after_warmup']:.0f} (after warm-up) -> {r['end']:.0f} MB, growth after warm-up "
-          f"{r['growth_after_warmup']:+.1f} MB (bound {args.rss_bound_mb:.0f}), slope "
-          f"{r['slope_mb_per_1k_steps']:+.2f} MB/1k steps; fds {f['after_warmup']} -> {f['end']} "
-          f"(after close {f['after_close']}, before {f['before']}); search cache "
-          f"{report['search_cache']['entries']}/{report['search_cache']['bound']} queries")
+    print(
+        f"{report['steps']} steps in {report['duration_s'] / 60:.1f} min; RSS {r['start']:.0f} -> "
+        f"{r['after_warmup']:.0f} (after warm-up) -> {r['end']:.0f} MB, growth after warm-up "
+        f"{r['growth_after_warmup']:+.1f} MB (bound {args.rss_bound_mb:.0f}), slope "
+        f"{r['slope_mb_per_1k_steps']:+.2f} MB/1k steps; fds {f['after_warmup']} -> {f['end']} "
+        f"(after close {f['after_close']}, before {f['before']}); search cache "
+        f"{report['search_cache']['entries']}/{report['search_cache']['bound']} queries"
+    )
     if "gpu_allocated_mb" in report:
         g = report["gpu_allocated_mb"]
-        print(f"GPU allocated {g['after_warmup']:.0f} (after warm-up) -> {g['end']:.0f} MB, growth after warm-up "
-              f"{g['growth_after_warmup']:+.1f} MB (bound {args.gpu_bound_mb:.0f}), slope "
-              f"{g['slope_mb_per_1k_steps']:+.2f} MB/1k steps")
+        print(
+            f"GPU allocated {g['after_warmup']:.0f} (after warm-up) -> {g['end']:.0f} MB, growth after warm-up "
+            f"{g['growth_after_warmup']:+.1f} MB (bound {args.gpu_bound_mb:.0f}), slope "
+            f"{g['slope_mb_per_1k_steps']:+.2f} MB/1k steps"
+        )
     print(f"passed: {report['passed']}  report: {args.out}")
     return 0 if all(v is not False for v in report["passed"].values()) else 1
 

@@ -50,9 +50,18 @@ from searchgrpo.events import StepFinished  # noqa: E402
 from searchgrpo.runs import quiet_libraries  # noqa: E402
 from searchgrpo.train.trainer import Trainer  # noqa: E402
 
-WORK = ["model.base=embedded:smollm2", "model.device=cpu", "model.dtype=float32", "train.states_per_step=2",
-        "grpo.num_generations=4", "grpo.max_new_tokens=64", "grpo.beta=0.04", "train.eval_every=0",
-        "train.save_every=0", "train.seed=7"]
+WORK = [
+    "model.base=embedded:smollm2",
+    "model.device=cpu",
+    "model.dtype=float32",
+    "train.states_per_step=2",
+    "grpo.num_generations=4",
+    "grpo.max_new_tokens=64",
+    "grpo.beta=0.04",
+    "train.eval_every=0",
+    "train.save_every=0",
+    "train.seed=7",
+]
 """The work every configuration does: the README's CPU preset (2 states x K=4, 64-token completions)."""
 
 
@@ -91,35 +100,64 @@ def load1() -> float:
 
 
 def run(name: str, overrides: list[str], args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    pipelined = any(o.startswith("train.pipeline=") and o.split("=", 1)[1].lower() in ("true", "on", "1")
-                    for o in overrides)
+    pipelined = any(
+        o.startswith("train.pipeline=") and o.split("=", 1)[1].lower() in ("true", "on", "1") for o in overrides
+    )
     # Pipelined, a step also samples the next one, except the last: that step is run but not timed.
     total = args.steps + 1 + (1 if pipelined else 0)
-    cfg = load_config(None, [*WORK, f"train.max_steps={total}", f"train.output_dir={work / name}",
-                             f"checker.cache_path={work / (name + '-verdicts.sqlite')}", *overrides, *args.overrides])
+    cfg = load_config(
+        None,
+        [
+            *WORK,
+            f"train.max_steps={total}",
+            f"train.output_dir={work / name}",
+            f"checker.cache_path={work / (name + '-verdicts.sqlite')}",
+            *overrides,
+            *args.overrides,
+        ],
+    )
     steps: list[dict[str, float]] = []
 
     def on_event(event: object) -> None:
         if isinstance(event, StepFinished):
             steps.append(event.metrics)
             m = event.metrics
-            print(f"  {name} step {event.step}: {m['time/step']:.2f} s (generate {m.get('time/generate', 0):.2f}, "
-                  f"score {scoring(m):.2f}, loss {m['time/loss']:.2f})", flush=True)
+            print(
+                f"  {name} step {event.step}: {m['time/step']:.2f} s (generate {m.get('time/generate', 0):.2f}, "
+                f"score {scoring(m):.2f}, loss {m['time/loss']:.2f})",
+                flush=True,
+            )
 
     before = load1()
     start = time.perf_counter()
     Trainer(cfg, sink=on_event).train()
-    timed = steps[1:args.steps + 1]  # the first step is the warm-up
+    timed = steps[1 : args.steps + 1]  # the first step is the warm-up
 
     def median(key: str) -> float:
         values = [m[key] for m in timed if key in m]
         return statistics.median(values) if values else float("nan")
 
-    row = {"name": name, "overrides": overrides, "steps": timed, "wall_s": time.perf_counter() - start,
-           "load1_before": before, "load1_after": load1()}
-    for key in ("time/step", "time/generate", "time/loss", "time/old_logprobs", "sampler/kl",
-                "sampler/abs_logp_diff", "sampler/tis_clipped_frac", "sampler/publish_s", "tokens/completion",
-                "checker/calls", "checker/time_s"):
+    row = {
+        "name": name,
+        "overrides": overrides,
+        "steps": timed,
+        "wall_s": time.perf_counter() - start,
+        "load1_before": before,
+        "load1_after": load1(),
+    }
+    for key in (
+        "time/step",
+        "time/generate",
+        "time/loss",
+        "time/old_logprobs",
+        "sampler/kl",
+        "sampler/abs_logp_diff",
+        "sampler/tis_clipped_frac",
+        "sampler/publish_s",
+        "tokens/completion",
+        "checker/calls",
+        "checker/time_s",
+    ):
         row[key] = median(key)
     row["time/score"] = statistics.median(scoring(m) for m in timed)
     row["checker_share"] = statistics.median(scoring(m) / m["time/step"] for m in timed)
@@ -142,16 +180,23 @@ def calls(r: dict[str, Any]) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| configuration | s/step | sampling | scoring | loss | checker share | checker calls | checker s/call "
-             "| sampler/kl | |logp diff| | TIS clipped |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| configuration | s/step | sampling | scoring | loss | checker share | checker calls | checker s/call "
+        "| sampler/kl | |logp diff| | TIS clipped |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         server = "grpo.sampler=server" in r["overrides"]
-        extra = (f"{r['sampler/kl']:+.4f} | {r['sampler/abs_logp_diff']:.3f} | {r['sampler/tis_clipped_frac']:.3f}"
-                 if server else "| |")
+        extra = (
+            f"{r['sampler/kl']:+.4f} | {r['sampler/abs_logp_diff']:.3f} | {r['sampler/tis_clipped_frac']:.3f}"
+            if server
+            else "| |"
+        )
         sampling = r["time/generate"] + (0.0 if math.isnan(r["time/old_logprobs"]) else r["time/old_logprobs"])
-        lines.append(f"| {r['name']} | {r['time/step']:.2f} | {sampling:.2f} | {r['time/score']:.2f} | "
-                     f"{r['time/loss']:.2f} | {r['checker_share']:.0%} | {calls(r)} | {extra} |")
+        lines.append(
+            f"| {r['name']} | {r['time/step']:.2f} | {sampling:.2f} | {r['time/score']:.2f} | "
+            f"{r['time/loss']:.2f} | {r['checker_share']:.0%} | {calls(r)} | {extra} |"
+        )
     return "\n".join(lines)
 
 
@@ -165,8 +210,9 @@ def main() -> None:
     args = parser.parse_args()
     quiet_libraries()
     torch.set_num_threads(args.threads)
-    chosen = {k: v for k, v in configurations().items()
-              if (k in args.only if args.only else k.split("=")[0] in DEFAULT)}
+    chosen = {
+        k: v for k, v in configurations().items() if (k in args.only if args.only else k.split("=")[0] in DEFAULT)
+    }
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, overrides in chosen.items():
@@ -177,17 +223,27 @@ def main() -> None:
     for checker in ("gold", "llm"):
         if checker in by and f"{checker}+server" in by:
             local, server = by[checker], by[f"{checker}+server"]
-            ratios[checker] = {"sampling_local_over_server": local["time/generate"] / server["time/generate"],
-                               "step_local_over_server": local["time/step"] / server["time/step"]}
+            ratios[checker] = {
+                "sampling_local_over_server": local["time/generate"] / server["time/generate"],
+                "step_local_over_server": local["time/step"] / server["time/step"],
+            }
     for name, row in by.items():
         if name.startswith("llm+pipeline") and "llm" in by:
-            ratios[name] = {"step_sequential_over_pipelined": by["llm"]["time/step"] / row["time/step"],
-                            "checker_s_per_call_pipelined_over_sequential":
-                                row["checker_s_per_call"] / by["llm"]["checker_s_per_call"]}
+            ratios[name] = {
+                "step_sequential_over_pipelined": by["llm"]["time/step"] / row["time/step"],
+                "checker_s_per_call_pipelined_over_sequential": row["checker_s_per_call"]
+                / by["llm"]["checker_s_per_call"],
+            }
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    report = {"command": "python " + " ".join(sys.argv), "work": WORK, "threads": args.threads,
-              "pipeline_values": [str(v) for v in pipeline_values()], "uptime_end": uptime, "rows": rows,
-              "ratios": ratios}
+    report = {
+        "command": "python " + " ".join(sys.argv),
+        "work": WORK,
+        "threads": args.threads,
+        "pipeline_values": [str(v) for v in pipeline_values()],
+        "uptime_end": uptime,
+        "rows": rows,
+        "ratios": ratios,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     print(table(rows))

@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from textual.binding import Binding  # noqa: E402
+from textual.binding import Binding
 
-from searchgrpo.config import load_config  # noqa: E402
-from tests.tui.scripted import ScriptedBackend, run_started, step_events  # noqa: E402
-from tui.app import ConsoleApp  # noqa: E402
+from searchgrpo.config import load_config
+from tests.tui.scripted import ScriptedBackend, run_started, step_events
+from tui.app import ConsoleApp
 
 
 class ProbeApp(ConsoleApp):
@@ -85,8 +85,10 @@ async def main(bursts: int, burst_size: int) -> None:
     print("per burst, ms to handle a keypress: " + ", ".join(f"{x * 1000:.1f}" for x in latencies))
     print("per burst, events/s: " + ", ".join(f"{r:,.0f}" for r in rates))
     print(f"events handled: {statistics.median(rates):,.0f}/s median, {min(rates):,.0f}/s slowest burst")
-    print(f"keypress to handler during a burst: {statistics.median(latencies) * 1000:.1f} ms median, "
-          f"{max(latencies) * 1000:.1f} ms worst")
+    print(
+        f"keypress to handler during a burst: {statistics.median(latencies) * 1000:.1f} ms median, "
+        f"{max(latencies) * 1000:.1f} ms worst"
+    )
     print(f"steps folded into the model: {steps}")
 
 

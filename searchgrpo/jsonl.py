@@ -9,8 +9,9 @@ never held whole: memory stays within the cap whatever the file holds.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, TypeVar
+from typing import BinaryIO, TypeVar
 
 from searchgrpo.errors import IssueLog
 
@@ -41,8 +42,9 @@ def _lines(fh: BinaryIO, cap: int) -> Iterator[tuple[int, bytes | None, int]]:
         yield lineno, None, length
 
 
-def read_records(path: Path, parse: Callable[[object], T], key: Callable[[T], str], what: str,
-                 issues: IssueLog) -> list[T]:
+def read_records(
+    path: Path, parse: Callable[[object], T], key: Callable[[T], str], what: str, issues: IssueLog
+) -> list[T]:
     """The valid records of `path`, first occurrence of each key kept.
 
     `parse` raises ValueError naming the bad field; `what` names the key in messages ("docid").
@@ -53,8 +55,9 @@ def read_records(path: Path, parse: Callable[[object], T], key: Callable[[T], st
         for lineno, raw, length in _lines(fh, MAX_LINE_BYTES):
             where = f"{path}:{lineno}"
             if raw is None:
-                issues.report(where, f"line of {length / 2**20:.1f} MiB, above the {MAX_LINE_BYTES / 2**20:g} MiB "
-                                     "limit; skipped")
+                issues.report(
+                    where, f"line of {length / 2**20:.1f} MiB, above the {MAX_LINE_BYTES / 2**20:g} MiB limit; skipped"
+                )
                 continue
             if not raw.strip():
                 continue

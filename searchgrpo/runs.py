@@ -25,9 +25,10 @@ import subprocess
 import sys
 import threading
 import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from searchgrpo.config import Config
 from searchgrpo.errors import UserError
@@ -120,9 +121,16 @@ class TrainResult:
     events_error: str = ""
 
 
-def train(cfg: Config, sink: EventSink, control: TrainerControl | None = None, *, run_dir: Path | None = None,
-          resume: bool = False, on_trainer: Callable[[Any], None] | None = None,
-          allow_changes: bool = False) -> TrainResult:
+def train(
+    cfg: Config,
+    sink: EventSink,
+    control: TrainerControl | None = None,
+    *,
+    run_dir: Path | None = None,
+    resume: bool = False,
+    on_trainer: Callable[[Any], None] | None = None,
+    allow_changes: bool = False,
+) -> TrainResult:
     """Run training to its end. Every event goes to `sink` and, on rank 0, to events.jsonl.
 
     `on_trainer` is called with the Trainer before it starts (the CLI uses it to report where an
@@ -162,8 +170,9 @@ def train(cfg: Config, sink: EventSink, control: TrainerControl | None = None, *
     return TrainResult(summary, jsonl.dropped, error)
 
 
-def train_headless(cfg: Config, *, run_dir: Path | None = None, resume: bool = False,
-                   allow_changes: bool = False) -> int:
+def train_headless(
+    cfg: Config, *, run_dir: Path | None = None, resume: bool = False, allow_changes: bool = False
+) -> int:
     """`train --headless`: rich progress on the terminal, every event in events.jsonl. The error of a
     failed run is left to the caller (the CLI prints it as its one `error:` line)."""
     from searchgrpo.errors import printable
@@ -174,15 +183,25 @@ def train_headless(cfg: Config, *, run_dir: Path | None = None, resume: bool = F
     trainers: list[Any] = []
     try:
         with stop_on_signals(control, lambda text: print_line(console.console, text)):
-            result = train(cfg, console, control, run_dir=run_dir, resume=resume, on_trainer=trainers.append,
-                           allow_changes=allow_changes)
+            result = train(
+                cfg,
+                console,
+                control,
+                run_dir=run_dir,
+                resume=resume,
+                on_trainer=trainers.append,
+                allow_changes=allow_changes,
+            )
     except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint for the step in progress
         where = newest_checkpoint_note(trainers[0]) if trainers else "no checkpoint was written yet"
         print_line(console.console, f"aborted: {printable(where)}; continue with --resume")
         raise
     if result.events_dropped:
-        print_line(console.console, f"warning: events.jsonl: {result.events_dropped} events could not be written "
-                                    f"({result.events_error or 'unknown'}); checkpoints are written separately")
+        print_line(
+            console.console,
+            f"warning: events.jsonl: {result.events_dropped} events could not be written "
+            f"({result.events_error or 'unknown'}); checkpoints are written separately",
+        )
     if trainers and trainers[0].dist.is_main:
         print_line(console.console, f"run folder: {printable(result.summary.run_dir)}")
     return 0
@@ -228,8 +247,16 @@ def launch_data_parallel(argv: Sequence[str], num_processes: int) -> int:
             args.append(arg)
     if "--headless" not in args:
         args.append("--headless")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
-           "-m", "searchgrpo", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={num_processes}",
+        "-m",
+        "searchgrpo",
+        *args,
+    ]
     return subprocess.call(cmd)
 
 

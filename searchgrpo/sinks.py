@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from searchgrpo.events import (
     EventSink,
@@ -44,7 +45,7 @@ class JsonlSink:
             self.open(path)
 
     @classmethod
-    def deferred(cls) -> "JsonlSink":
+    def deferred(cls) -> JsonlSink:
         """A sink that keeps events in memory until `open(path)` writes them there, and if it is never
         opened writes nothing (a run that fails before it claims its folder leaves no folder)."""
         return cls(None)

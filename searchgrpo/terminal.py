@@ -15,8 +15,9 @@ gradient norm is what tells how hard a step pushes the policy.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from rich.markup import escape
 
@@ -98,13 +99,17 @@ class ConsoleSink:
                 f"{event.total_steps} steps -> {clean(event.run_dir)}"
             )
             self._progress.start()
-            self._task = self._progress.add_task("train", total=event.total_steps, completed=event.start_step, status="")
+            self._task = self._progress.add_task(
+                "train", total=event.total_steps, completed=event.start_step, status=""
+            )
         elif isinstance(event, GroupScored):
             self._groups.append(event)
         elif isinstance(event, StepFinished):
             m = event.metrics
-            status = (f"reward {m.get('reward/mean', 0):+.3f}  loss {m.get('loss/total', 0):+.2e}  "
-                      f"{m.get('time/step', 0):.1f}s/step")
+            status = (
+                f"reward {m.get('reward/mean', 0):+.3f}  loss {m.get('loss/total', 0):+.2e}  "
+                f"{m.get('time/step', 0):.1f}s/step"
+            )
             if self._task is not None:
                 self._progress.update(self._task, completed=event.step, status=status)
             if event.step % self.every == 0:
@@ -141,13 +146,14 @@ class ConsoleSink:
                 self._line(f"[bold red]run failed[/] at step {event.step}: {clean(one_line(event.error))}")
 
 
-
 def checker_summary(metrics: dict[str, float]) -> str:
     """The step line's checker part, for checkers that report `checker/*` metrics ('' otherwise)."""
     if "checker/calls" not in metrics:
         return ""
-    text = (f"  checker {int(metrics['checker/calls'])} calls, {metrics.get('checker/cache_hit_rate', 0):.0%} cached, "
-            f"{metrics.get('checker/latency_ms', 0):.0f} ms/call, {metrics.get('checker/time_s', 0):.1f}s")
+    text = (
+        f"  checker {int(metrics['checker/calls'])} calls, {metrics.get('checker/cache_hit_rate', 0):.0%} cached, "
+        f"{metrics.get('checker/latency_ms', 0):.0f} ms/call, {metrics.get('checker/time_s', 0):.1f}s"
+    )
     failures, unparsable = int(metrics.get("checker/failures", 0)), int(metrics.get("checker/unparsable", 0))
     if failures:
         text += f", {failures} retried"
@@ -189,8 +195,11 @@ def merge_progress(console: Any, finished: list[MergeFinished]) -> Iterator[Even
                 for c in event.checkpoints:
                     tasks[c] = progress.add_task(f"merge {clean(Path(c).name)}", total=5)
             elif isinstance(event, MergeProgress) and event.checkpoint in tasks:
-                progress.update(tasks[event.checkpoint], completed=event.done + 1,
-                                description=f"merge {clean(Path(event.checkpoint).name)}: {clean(event.stage)}")
+                progress.update(
+                    tasks[event.checkpoint],
+                    completed=event.done + 1,
+                    description=f"merge {clean(Path(event.checkpoint).name)}: {clean(event.stage)}",
+                )
             elif isinstance(event, MergeFinished):
                 for task in tasks.values():
                     progress.update(task, completed=5)
@@ -206,8 +215,9 @@ def count_progress(label: str) -> Iterator[Callable[[int, int], None]]:
     """A `progress(done, total)` callback drawing one bar (collect, demo-world)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn(f"[bold]{escape(label)}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn()) as progress:
+    with Progress(
+        TextColumn(f"[bold]{escape(label)}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()
+    ) as progress:
         task = progress.add_task(label, total=None)
         yield lambda done, total: progress.update(task, completed=done, total=total)
 
@@ -244,6 +254,8 @@ def print_merge_summary(console: Any, finished: list[MergeFinished]) -> None:
         for p in event.parity:
             line = plain(p["output"])
             line.stylize("green")
-            line.append(f": parity passed ({p['dtype']}; max |dlogp| {p['max_abs_logprob_delta']:.2e}, "
-                        f"greedy identical {p['greedy_identical']}/{p['probes']}, near ties {p['greedy_near_ties']})")
+            line.append(
+                f": parity passed ({p['dtype']}; max |dlogp| {p['max_abs_logprob_delta']:.2e}, "
+                f"greedy identical {p['greedy_identical']}/{p['probes']}, near ties {p['greedy_near_ties']})"
+            )
             console.print(line, highlight=False)

@@ -94,15 +94,20 @@ def check_trackers(train: TrainConfig) -> None:
 
     for name in train.report_to:
         if importlib.util.find_spec(TRACKERS[name]) is None:
-            raise UserError(f"train.report_to lists {name!r} but its package is not installed: "
-                            f"pip install 'searchgrpo[{name}]'")
+            raise UserError(
+                f"train.report_to lists {name!r} but its package is not installed: pip install 'searchgrpo[{name}]'"
+            )
 
 
-def open_trackers(train: TrainConfig, run_dir: Path, notify: EventSink) -> list["TrackerSink"]:
+def open_trackers(train: TrainConfig, run_dir: Path, notify: EventSink) -> list[TrackerSink]:
     """One sink per tracker of `train.report_to`, logging the run in `run_dir`."""
     check_trackers(train)
-    kinds = {"tensorboard": TensorBoardTracker, "wandb": WandbTracker, "mlflow": MlflowTracker,
-             "trackio": TrackioTracker}
+    kinds = {
+        "tensorboard": TensorBoardTracker,
+        "wandb": WandbTracker,
+        "mlflow": MlflowTracker,
+        "trackio": TrackioTracker,
+    }
     return [TrackerSink(kinds[name](train, run_dir), notify) for name in train.report_to]
 
 
@@ -111,7 +116,7 @@ class TrackerSink:
     metrics to the tracker, and closes it. Never raises: a failing tracker is switched off with
     one warning sent to `notify`."""
 
-    def __init__(self, tracker: "Tracker", notify: EventSink) -> None:
+    def __init__(self, tracker: Tracker, notify: EventSink) -> None:
         self.tracker, self.notify = tracker, notify
         self.error = ""
         self._groups: list[GroupScored] = []
@@ -209,8 +214,15 @@ class WandbTracker(Tracker):
         if getattr(self, "run", None) is not None:
             return
         run_id = re.sub(r"[^A-Za-z0-9_-]", "-", event.run_id)[:64]
-        self.run = wandb.init(project=self.project, name=event.run_id, id=run_id, resume="allow",
-                              dir=str(self.run_dir), config=event.config, reinit="create_new")
+        self.run = wandb.init(
+            project=self.project,
+            name=event.run_id,
+            id=run_id,
+            resume="allow",
+            dir=str(self.run_dir),
+            config=event.config,
+            reinit="create_new",
+        )
 
     def log(self, metrics: dict[str, float], step: int, groups: list[GroupScored]) -> None:
         import wandb
@@ -218,8 +230,11 @@ class WandbTracker(Tracker):
         row: dict[str, Any] = dict(metrics)
         if groups:
             columns = ["step", "state", "question", "sample", "clues", "reward", "advantage"]
-            data = [[step, g.state_id, g.question, s.index, " | ".join(s.clues), s.reward, s.advantage]
-                    for g in groups for s in g.samples]
+            data = [
+                [step, g.state_id, g.question, s.index, " | ".join(s.clues), s.reward, s.advantage]
+                for g in groups
+                for s in g.samples
+            ]
             row["completions"] = wandb.Table(columns=columns, data=data)
         self.run.log(row, step=step)
 
@@ -251,7 +266,7 @@ class MlflowTracker(Tracker):
         self.run_id = self.client.create_run(experiment_id, run_name=name).info.run_id
         params = [Param(k, v) for k, v in flat_config(event.config).items()]
         for i in range(0, len(params), 100):  # MLflow takes at most 100 parameters a batch
-            self.client.log_batch(self.run_id, params=params[i:i + 100])
+            self.client.log_batch(self.run_id, params=params[i : i + 100])
 
     def log(self, metrics: dict[str, float], step: int, groups: list[GroupScored]) -> None:
         import time
@@ -278,8 +293,9 @@ class TrackioTracker(Tracker):
 
         if getattr(self, "run", None) is not None:
             return
-        self.run = trackio.init(project=self.project, name=event.run_id, config=event.config, resume="allow",
-                                embed=False)
+        self.run = trackio.init(
+            project=self.project, name=event.run_id, config=event.config, resume="allow", embed=False
+        )
 
     def log(self, metrics: dict[str, float], step: int, groups: list[GroupScored]) -> None:
         self.run.log(metrics, step=step)

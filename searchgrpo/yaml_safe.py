@@ -24,8 +24,9 @@ class _BoundedLoader(yaml.SafeLoader):
 
     def construct_document(self, node: Any) -> Any:
         if _expanded_size(node) > MAX_YAML_NODES:
-            raise yaml.YAMLError(f"aliases expand to more than {MAX_YAML_NODES} values (a 'billion laughs' "
-                                 "document?); refused")
+            raise yaml.YAMLError(
+                f"aliases expand to more than {MAX_YAML_NODES} values (a 'billion laughs' document?); refused"
+            )
         return super().construct_document(node)
 
 

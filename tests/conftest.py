@@ -50,9 +50,15 @@ SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
 
 def searchgrpo(*args: str, cwd: Path, **kw) -> subprocess.Popen:
     """The `searchgrpo` command in a subprocess (this checkout on its path), output merged."""
-    return subprocess.Popen([sys.executable, "-m", "searchgrpo", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "searchgrpo", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        **kw,
+    )
 
 
 def tiny_config(tmp_path: Path, *overrides: str) -> Config:

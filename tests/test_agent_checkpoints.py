@@ -22,12 +22,17 @@ def write_run(root: Path, qid: str, strategies: list[str], clues_per_search: int
         clues: tuple[str, ...] = ()
         if strategy == "SEARCH":
             clues = tuple(f"clue {i}.{j}" for j in range(clues_per_search))
-            docs = docs + (DocumentRecord(f"{qid}-d{i}", f"Doc {i}", "IMPORTANT" if i == 1 else "RELEVANT", "", i),)
+            docs = (*docs, DocumentRecord(f"{qid}-d{i}", f"Doc {i}", "IMPORTANT" if i == 1 else "RELEVANT", "", i))
         state = RoundState(
-            round=i, strategy=strategy, sub_goals=state.sub_goals,
+            round=i,
+            strategy=strategy,
+            sub_goals=state.sub_goals,
             entities=state.entities + ((Entity(f"E{i}", "person", ("fact",), ()),) if strategy == "EXTRACT" else ()),
-            goals=state.goals, documents=docs, context=state.context + (f"round {i}",),
-            discovered_docids=tuple(d.docid for d in docs), clues=clues,
+            goals=state.goals,
+            documents=docs,
+            context=(*state.context, f"round {i}"),
+            discovered_docids=tuple(d.docid for d in docs),
+            clues=clues,
         )
         w.add_round(state)
     w.finish()
@@ -51,7 +56,9 @@ def test_search_rounds_take_the_previous_round_as_state(tmp_path):
 
 def test_round_zero_file_is_used_when_present(tmp_path):
     run = write_run(tmp_path, "q1", ["SEARCH"])
-    (run / "round_000.json").write_text(json.dumps({"round": 0, "sub_goals": ["from zero"], "discovered_docids": ["x"]}))
+    (run / "round_000.json").write_text(
+        json.dumps({"round": 0, "sub_goals": ["from zero"], "discovered_docids": ["x"]})
+    )
     (state,) = load_states(tmp_path).states
     assert state.before.sub_goals == ("from zero",) and state.discovered == {"x"}
 

@@ -51,8 +51,10 @@ def assert_same_scores(ours: np.ndarray, ref: np.ndarray) -> None:
     assert np.array_equal(ours, ref)
 
 
-@pytest.mark.parametrize("seed, n_docs, vocab_size",
-                         [(0, 50, 20), (1, 300, 200), pytest.param(2, 1000, 3000, marks=pytest.mark.slow), (3, 7, 4)])
+@pytest.mark.parametrize(
+    "seed, n_docs, vocab_size",
+    [(0, 50, 20), (1, 300, 200), pytest.param(2, 1000, 3000, marks=pytest.mark.slow), (3, 7, 4)],
+)
 def test_scores_equal_rank_bm25_on_random_corpora(seed, n_docs, vocab_size):
     docs = random_corpus(seed, n_docs, vocab_size)
     ref = BM25Okapi(docs)
@@ -104,7 +106,7 @@ def realistic_queries(corpus: Corpus, n: int, seed: int = 0) -> list[str]:
         words = tokenize(doc.text)
         out.append(f"{doc.title} {' '.join(rng.sample(words, min(2, len(words))))}")
         out.append(f"In which city was the founder of {doc.title} born?")
-    return out + ["", "   ", "!!!", "unknownword", "the the the", "in is a the of"]
+    return [*out, "", "   ", "!!!", "unknownword", "the the the", "in is a the of"]
 
 
 @pytest.mark.slow
@@ -197,7 +199,7 @@ def test_index_cache_round_trip(corpus_file, tmp_path):
 
 def test_a_changed_corpus_file_replaces_its_index(corpus_file, tmp_path):
     load_or_build_index(load_corpus(corpus_file), tmp_path / "indexes")
-    write_corpus(corpus_file, DOCS + [Document("d4", "Orvane", "More about Orvane.")])
+    write_corpus(corpus_file, [*DOCS, Document("d4", "Orvane", "More about Orvane.")])
     corpus = load_corpus(corpus_file)
     index, how = load_or_build_index(corpus, tmp_path / "indexes")
     assert how.startswith("rebuilt") and index.n_docs == 5
@@ -213,7 +215,9 @@ def damage_flip_a_weight_byte(path):
         info = z.getinfo("data.npy")
     data = bytearray(path.read_bytes())
     at = info.header_offset
-    payload = at + 30 + int.from_bytes(data[at + 26 : at + 28], "little") + int.from_bytes(data[at + 28 : at + 30], "little")
+    payload = (
+        at + 30 + int.from_bytes(data[at + 26 : at + 28], "little") + int.from_bytes(data[at + 28 : at + 30], "little")
+    )
     data[payload + info.compress_size - 1] ^= 0x01  # one weight changes a little: only the zip's CRC can tell
     path.write_bytes(bytes(data))
 
@@ -250,8 +254,14 @@ def damage_other_parameters(path):
 
 @pytest.mark.parametrize(
     "damage",
-    [damage_truncate, damage_flip_a_weight_byte, damage_inconsistent_arrays, damage_pickled_object,
-     damage_missing_array, damage_other_parameters],
+    [
+        damage_truncate,
+        damage_flip_a_weight_byte,
+        damage_inconsistent_arrays,
+        damage_pickled_object,
+        damage_missing_array,
+        damage_other_parameters,
+    ],
 )
 def test_a_damaged_index_file_is_rebuilt_not_trusted(corpus_file, tmp_path, damage):
     corpus = load_corpus(corpus_file)

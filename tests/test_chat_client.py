@@ -22,18 +22,21 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("text, label", [
-    ("IMPORTANT", Label.IMPORTANT),
-    ("irrelevant.", Label.IRRELEVANT),
-    ("The document is RELEVANT to the question", Label.RELEVANT),
-    ('{"label": "RELEVANT"}', Label.RELEVANT),
-    ('{"label": "nonsense"} but IMPORTANT', Label.IMPORTANT),
-    ("<think>maybe IMPORTANT?</think>IRRELEVANT", Label.IRRELEVANT),
-    ("Irrelevant, not relevant", Label.IRRELEVANT),
-    ("", None),
-    ("no idea", None),
-    ("importantly", None),
-])
+@pytest.mark.parametrize(
+    "text, label",
+    [
+        ("IMPORTANT", Label.IMPORTANT),
+        ("irrelevant.", Label.IRRELEVANT),
+        ("The document is RELEVANT to the question", Label.RELEVANT),
+        ('{"label": "RELEVANT"}', Label.RELEVANT),
+        ('{"label": "nonsense"} but IMPORTANT', Label.IMPORTANT),
+        ("<think>maybe IMPORTANT?</think>IRRELEVANT", Label.IRRELEVANT),
+        ("Irrelevant, not relevant", Label.IRRELEVANT),
+        ("", None),
+        ("no idea", None),
+        ("importantly", None),
+    ],
+)
 def test_parse_label(text, label):
     assert parse_label(text) is label
 
@@ -79,11 +82,34 @@ def test_retries_stop_at_the_budget_with_a_clear_error():
 
 
 def test_stats_delta_names_and_rates():
-    before = {"requests": 10, "cache_hits": 4, "calls": 6, "failures": 0, "unparsable": 0, "latency_s": 3.0, "wall_s": 2}
-    after = {"requests": 30, "cache_hits": 19, "calls": 11, "failures": 2, "unparsable": 1, "latency_s": 4.0, "wall_s": 3}
+    before = {
+        "requests": 10,
+        "cache_hits": 4,
+        "calls": 6,
+        "failures": 0,
+        "unparsable": 0,
+        "latency_s": 3.0,
+        "wall_s": 2,
+    }
+    after = {
+        "requests": 30,
+        "cache_hits": 19,
+        "calls": 11,
+        "failures": 2,
+        "unparsable": 1,
+        "latency_s": 4.0,
+        "wall_s": 3,
+    }
     m = stats_delta(before, after)
-    assert m == {"checker/calls": 5, "checker/cache_hits": 15, "checker/cache_hit_rate": 0.75, "checker/failures": 2,
-                 "checker/unparsable": 1, "checker/latency_ms": pytest.approx(200.0), "checker/time_s": 1}
+    assert m == {
+        "checker/calls": 5,
+        "checker/cache_hits": 15,
+        "checker/cache_hit_rate": 0.75,
+        "checker/failures": 2,
+        "checker/unparsable": 1,
+        "checker/latency_ms": pytest.approx(200.0),
+        "checker/time_s": 1,
+    }
     assert stats_delta(after, after)["checker/cache_hit_rate"] == 0.0
 
 

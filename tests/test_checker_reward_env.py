@@ -46,17 +46,33 @@ def test_gold_checker_rule():
 def test_component_counts_table():
     cases = [
         # retrieved, dup, unparsable, written -> expected non-zero counts
-        ([(Label.IMPORTANT, False), (Label.IMPORTANT, True)], 0, False, 2,
-         {"new_important": 1, "already_discovered": 1, "retrieved_doc": 2}),
-        ([(Label.RELEVANT, False), (Label.IRRELEVANT, False)], 1, False, 3,
-         {"new_relevant": 1, "irrelevant": 1, "duplicate_clue": 1, "retrieved_doc": 2}),
+        (
+            [(Label.IMPORTANT, False), (Label.IMPORTANT, True)],
+            0,
+            False,
+            2,
+            {"new_important": 1, "already_discovered": 1, "retrieved_doc": 2},
+        ),
+        (
+            [(Label.RELEVANT, False), (Label.IRRELEVANT, False)],
+            1,
+            False,
+            3,
+            {"new_relevant": 1, "irrelevant": 1, "duplicate_clue": 1, "retrieved_doc": 2},
+        ),
         ([], 0, True, 0, {"unparsable": 1}),
         ([], 0, False, 1, {"clue_count_out_of_bounds": 1}),
         ([], 0, False, 7, {"clue_count_out_of_bounds": 3}),
     ]
     for retrieved, dup, unparsable, written, expected in cases:
-        counts = component_counts(retrieved=retrieved, duplicate_clues=dup, unparsable=unparsable,
-                                  clues_written=written, min_clues=2, max_clues=4)
+        counts = component_counts(
+            retrieved=retrieved,
+            duplicate_clues=dup,
+            unparsable=unparsable,
+            clues_written=written,
+            min_clues=2,
+            max_clues=4,
+        )
         assert set(counts) == set(COMPONENTS)
         assert {k: v for k, v in counts.items() if v} == expected
 
@@ -72,8 +88,9 @@ def test_reward_is_the_weighted_sum():
 
 def make_env(top_k=2):
     corpus = Corpus(DOCS)
-    return SearchRoundEnv(BM25Search(corpus), checker(), RewardCalculator(RewardConfig()), top_k=top_k,
-                          min_clues=2, max_clues=4)
+    return SearchRoundEnv(
+        BM25Search(corpus), checker(), RewardCalculator(RewardConfig()), top_k=top_k, min_clues=2, max_clues=4
+    )
 
 
 STATE = SearchState("q/run_001/r003", "q", QUESTION, (), 3, RoundState(discovered_docids=("d0",)), ("x", "y"))
@@ -98,11 +115,14 @@ def test_anti_hacking_components_and_gain():
     env = SearchRoundEnv(BM25Search(corpus), checker(), calc, top_k=2, min_clues=2, max_clues=4, max_clue_words=4)
     state = SearchState("q/run_001/r001", "q", QUESTION, (), 1, RoundState(), ("Krallo Systems", "software company"))
     # The original clues find d0 (IMPORTANT): gain is measured against that one document.
-    stuffed, copy, better = env.score_group(state, [
-        "Maren Dolvik born Orvane city law studied\nKrallo Systems",
-        "In which city was the founder of Krallo Systems born?\nzebras",
-        "Krallo Systems founder\nDolvik studied law",
-    ])
+    stuffed, copy, better = env.score_group(
+        state,
+        [
+            "Maren Dolvik born Orvane city law studied\nKrallo Systems",
+            "In which city was the founder of Krallo Systems born?\nzebras",
+            "Krallo Systems founder\nDolvik studied law",
+        ],
+    )
     assert stuffed.reward.counts["long_clue"] == 1
     assert copy.reward.counts["question_copy"] == 1 and copy.reward.weighted["question_copy"] == -0.5
     assert better.reward.counts["new_important"] == 2 and better.reward.counts["gain_over_original"] == 1
@@ -113,11 +133,14 @@ def test_a_clue_that_retrieves_nothing_scores_below_a_real_search():
     """The hack seen in the efficacy run: with nothing new left to find, clues of words the corpus
     lacks (the tables' verdict labels) retrieved nothing and scored 0, above any real search."""
     env = make_env()
-    empty, both, real = env.score_group(STATE, [
-        "IRRELEVANT: IRRELEVANT\nIRRELEVANT | IRRELEVANT | IRRELEV",
-        "IRRELEVANT\nzebras",
-        "zebras\nOrvane river",
-    ])
+    empty, both, real = env.score_group(
+        STATE,
+        [
+            "IRRELEVANT: IRRELEVANT\nIRRELEVANT | IRRELEVANT | IRRELEV",
+            "IRRELEVANT\nzebras",
+            "zebras\nOrvane river",
+        ],
+    )
     assert empty.docs == () and empty.reward.counts["empty_clue"] == 2
     assert empty.reward.counts["table_copy"] == 2  # the verdict labels are also the table's syntax
     assert empty.reward.total == pytest.approx(2 * -0.3 + 2 * -0.25)
@@ -132,10 +155,12 @@ def test_a_clue_rephrasing_the_planners_sub_goal_is_penalised():
     sub-goal "find the document about who or what X leads to"; BM25 reads it as X plus filler."""
     env = make_env()
     goals = ("find the document about Krallo Systems", "find the document about who or what Krallo Systems leads to")
-    state = SearchState("q/run_001/r002", "q", QUESTION, (), 2, RoundState(discovered_docids=("d0",), sub_goals=goals),
-                        ("x", "y"))
-    copied, searched = env.score_group(state, ["Krallo Systems\nWho or what Krallo Systems leads to",
-                                               "Krallo Systems\nfounder Maren Dolvik"])
+    state = SearchState(
+        "q/run_001/r002", "q", QUESTION, (), 2, RoundState(discovered_docids=("d0",), sub_goals=goals), ("x", "y")
+    )
+    copied, searched = env.score_group(
+        state, ["Krallo Systems\nWho or what Krallo Systems leads to", "Krallo Systems\nfounder Maren Dolvik"]
+    )
     assert copied.reward.counts["goal_copy"] == 1 and copied.reward.weighted["goal_copy"] == pytest.approx(-0.25)
     assert searched.reward.counts["goal_copy"] == 0
     # Without sub-goals the same words are nobody's wording: nothing is copied.
@@ -147,7 +172,9 @@ def test_a_table_row_stamped_on_a_clue_costs_what_the_search_gains_nothing_from(
     document table on its clues ("IRRELEVANT | Suzanne Iroche"); they still retrieve documents,
     so only the clue text shows it."""
     env = make_env()
-    stamped, plain = env.score_group(STATE, ["IMPERVERBIO | Orvane river\nRELEVANT zebras Orvane", "Orvane river\nzebras Orvane"])
+    stamped, plain = env.score_group(
+        STATE, ["IMPERVERBIO | Orvane river\nRELEVANT zebras Orvane", "Orvane river\nzebras Orvane"]
+    )
     assert stamped.reward.counts["table_copy"] == 2 and plain.reward.counts["table_copy"] == 0
     assert stamped.docs and stamped.reward.weighted["table_copy"] == pytest.approx(-0.5)
     assert stamped.reward.total < plain.reward.total

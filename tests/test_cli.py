@@ -56,8 +56,11 @@ def test_check_reports_every_stage(tmp_path):
 
 
 def test_check_points_at_the_broken_part(tmp_path):
-    result = runner.invoke(cli.app, ["check", "--no-model", "--set", f"data.traces={tmp_path}/none",
-                                     "--set", f"data.corpus={tmp_path}/none.jsonl"], env={"COLUMNS": "200"})
+    result = runner.invoke(
+        cli.app,
+        ["check", "--no-model", "--set", f"data.traces={tmp_path}/none", "--set", f"data.corpus={tmp_path}/none.jsonl"],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 1
     assert "FAIL" in result.output and "SKIP" in result.output
 
@@ -82,8 +85,9 @@ def test_headless_debug_run_writes_events_and_a_checkpoint(tmp_path):
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
-    proc = searchgrpo("train", "--headless", *SETS, "--set", "train.run_name=term", "--set", "train.max_steps=500",
-                      cwd=tmp_path)
+    proc = searchgrpo(
+        "train", "--headless", *SETS, "--set", "train.run_name=term", "--set", "train.max_steps=500", cwd=tmp_path
+    )
     events = tmp_path / "runs" / "term" / "events.jsonl"
     _wait_for(lambda: events.is_file() and '"StepFinished"' in events.read_text(), proc)
     proc.send_signal(signal.SIGTERM)
@@ -96,8 +100,19 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
 
 def test_sigkill_then_resume_completes_the_run(tmp_path):
     """Kill -9 mid-training (checkpoints every step), resume, finish: no corrupt checkpoint."""
-    args = ["train", "--headless", *SETS, "--set", "train.run_name=kill", "--set", "train.max_steps=12",
-            "--set", "train.save_every=1", "--set", "train.keep_last=2"]
+    args = [
+        "train",
+        "--headless",
+        *SETS,
+        "--set",
+        "train.run_name=kill",
+        "--set",
+        "train.max_steps=12",
+        "--set",
+        "train.save_every=1",
+        "--set",
+        "train.keep_last=2",
+    ]
     run_dir = tmp_path / "runs" / "kill"
     proc = searchgrpo(*args, cwd=tmp_path)
     _wait_for(lambda: any(c.step >= 3 for c in list_checkpoints(run_dir)), proc)

@@ -56,7 +56,8 @@ def test_collect_a_shared_slice_then_load_it_back(name, tmp_path):
     for state in loaded.states:
         assert all(d.docid in corpus for d in state.before.documents)
         assert set(loaded.labels[state.question_id].important) >= {
-            d for r in records if r.id == state.question_id for d in r.gold}
+            d for r in records if r.id == state.question_id for d in r.gold
+        }
 
     # Deterministic: the same set collected elsewhere gives the same files.
     again = collect_to_folder(cfg, str(source), tmp_path / "again")
@@ -112,16 +113,26 @@ def test_collect_command_then_train_on_its_output(tmp_path):
     assert f"data.traces={out / 'traces'}" in result.output
     from searchgrpo.train.trainer import Trainer
 
-    cfg = tiny_config(tmp_path, f"data.corpus={out / 'corpus.jsonl'}", f"data.traces={out / 'traces'}",
-                      "train.max_steps=1", "data.eval_fraction=0.2")
+    cfg = tiny_config(
+        tmp_path,
+        f"data.corpus={out / 'corpus.jsonl'}",
+        f"data.traces={out / 'traces'}",
+        "train.max_steps=1",
+        "data.eval_fraction=0.2",
+    )
     summary = Trainer(cfg).train()
     assert summary.step == 1 and summary.reason == "completed"
 
 
 def test_serve_command_serves_until_interrupted(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "searchgrpo", "serve", "--port", "0"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "searchgrpo", "serve", "--port", "0"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("serving SmolLM2-135M-Instruct at http://127.0.0.1:"), line + proc.stderr.read()

@@ -27,8 +27,16 @@ def test_every_field_is_documented():
 
 
 def test_overrides_are_typed():
-    cfg = load_config(None, ["grpo.beta=0", "lora.target_modules=[q_proj, v_proj]", "train.run_name=abc",
-                             "grpo.epsilon_high=0.28", "data.demo.questions=7"])
+    cfg = load_config(
+        None,
+        [
+            "grpo.beta=0",
+            "lora.target_modules=[q_proj, v_proj]",
+            "train.run_name=abc",
+            "grpo.epsilon_high=0.28",
+            "data.demo.questions=7",
+        ],
+    )
     assert cfg.grpo.beta == 0.0 and isinstance(cfg.grpo.beta, float)
     assert cfg.lora.target_modules == ["q_proj", "v_proj"]
     assert cfg.train.run_name == "abc"

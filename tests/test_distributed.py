@@ -17,8 +17,19 @@ from tests.conftest import SETS, searchgrpo
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
-COMMON = [*SETS, "--set", "train.states_per_step=4", "--set", "train.max_steps=3", "--set", "grpo.beta=0.05",
-          "--set", "train.eval_every=3", "--set", "train.eval_states=6"]
+COMMON = [
+    *SETS,
+    "--set",
+    "train.states_per_step=4",
+    "--set",
+    "train.max_steps=3",
+    "--set",
+    "grpo.beta=0.05",
+    "--set",
+    "train.eval_every=3",
+    "--set",
+    "train.eval_states=6",
+]
 
 
 def _metrics(run_dir):
@@ -95,12 +106,36 @@ def test_two_machines_match_one(one_process, tmp_path):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
         if rank == 1:
             env["SEARCHGRPO_HOME"] = str(cwd / "home")
-        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "2",
-               "--num_processes", "2", "--machine_rank", str(rank), "--main_process_ip", "127.0.0.1",
-               "--main_process_port", str(port), "--mixed_precision", "no", "--dynamo_backend", "no",
-               "-m", "searchgrpo", "train", "--headless", *COMMON, "--set", "train.run_name=two-machines"]
-        machines.append(subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                         text=True))
+        cmd = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--multi_gpu",
+            "--num_machines",
+            "2",
+            "--num_processes",
+            "2",
+            "--machine_rank",
+            str(rank),
+            "--main_process_ip",
+            "127.0.0.1",
+            "--main_process_port",
+            str(port),
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "-m",
+            "searchgrpo",
+            "train",
+            "--headless",
+            *COMMON,
+            "--set",
+            "train.run_name=two-machines",
+        ]
+        machines.append(
+            subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        )
     outs = []
     try:
         outs = [m.communicate(timeout=300)[0] for m in machines]

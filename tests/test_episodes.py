@@ -1,5 +1,6 @@
 """The multi-agent loop (`episodes.play`), its per-round measures, and `eval --episodes` on the tiny model."""
 
+import itertools
 import json
 
 import pytest
@@ -41,10 +42,20 @@ def toy_episode(script, rounds=6, doc_budget=None):
     corpus = Corpus(DOCS)
     gold = frozenset({"a", "b", "c"})
     checker = GoldChecker(corpus, {"q": QuestionLabels(QUESTION, dict.fromkeys(gold, Label.IMPORTANT))})
-    start = EpisodeStart("q", QUESTION, (), gold, initial_state(QUESTION, ["find Alder Vane", "find the town", "find the river"]))
+    start = EpisodeStart(
+        "q", QUESTION, (), gold, initial_state(QUESTION, ["find Alder Vane", "find the town", "find the river"])
+    )
     executor = ScriptedExecutor(script)
-    (episode,) = play([start], planner=RulePlanner(rounds), executor=executor, entity_manager=RuleEntityManager(),
-                      retriever=BM25Search(corpus), checker=checker, top_k=1, doc_budget=doc_budget)
+    (episode,) = play(
+        [start],
+        planner=RulePlanner(rounds),
+        executor=executor,
+        entity_manager=RuleEntityManager(),
+        retriever=BM25Search(corpus),
+        checker=checker,
+        top_k=1,
+        doc_budget=doc_budget,
+    )
     return episode, executor
 
 
@@ -98,17 +109,25 @@ def trained(tmp_path_factory):
 def test_episode_eval_report(trained, tmp_path):
     cfg, run_dir = trained
     ckpt = str(run_dir / "checkpoints" / "step-000001")
-    request = EvalRequest(checkpoints=[ckpt], output=str(tmp_path / "e.json"), limit=3, bootstrap=100,
-                          episodes=True, max_rounds=4)
+    request = EvalRequest(
+        checkpoints=[ckpt], output=str(tmp_path / "e.json"), limit=3, bootstrap=100, episodes=True, max_rounds=4
+    )
     report = json.loads(run_eval(cfg, request).read_text())
     assert report["format"] == "searchgrpo-episodes-v1" and report["questions"] == 3 and report["rounds"] == 4
     for name in ("baseline", "step-000001"):
         agg = report["aggregate"][name]
-        assert {"recall_round_1", "recall_round_4", "full_coverage", "checker_docs_per_important",
-                "median_rounds_to_full"} <= set(agg)
+        assert {
+            "recall_round_1",
+            "recall_round_4",
+            "full_coverage",
+            "checker_docs_per_important",
+            "median_rounds_to_full",
+        } <= set(agg)
         curve = report["curve"][name]
-        assert len(curve) == 4 and all(a <= b + 1e-12 for a, b in zip(curve, curve[1:]))  # recall never falls
-    assert {"recall_round_3", "checker_docs_per_important", "median_rounds_to_full"} <= set(report["paired"]["step-000001"])
+        assert len(curve) == 4 and all(a <= b + 1e-12 for a, b in itertools.pairwise(curve))  # recall never falls
+    assert {"recall_round_3", "checker_docs_per_important", "median_rounds_to_full"} <= set(
+        report["paired"]["step-000001"]
+    )
     q = report["per_question"][0]
     rounds = q["results"]["baseline"]["rounds"]
     assert rounds[0]["strategy"] == "SEARCH" and rounds[0]["clues"]
@@ -117,7 +136,9 @@ def test_episode_eval_report(trained, tmp_path):
     shown = load_report(tmp_path / "e.json")
     assert shown.mode == "episodes" and len(curve_rows(shown)) == 4
     # Deterministic: greedy episodes, a seeded bootstrap.
-    again = json.loads(run_eval(cfg, EvalRequest(**{**request.__dict__, "output": str(tmp_path / "f.json")})).read_text())
+    again = json.loads(
+        run_eval(cfg, EvalRequest(**{**request.__dict__, "output": str(tmp_path / "f.json")})).read_text()
+    )
     for r in (report, again):
         r.pop("created")
         r["request"].pop("output")

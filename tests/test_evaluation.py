@@ -24,7 +24,9 @@ def test_fused_ranking_is_round_robin_over_clues():
 
 
 def test_ndcg_by_hand():
-    assert ndcg(["x", "g1", "g2"], {"g1", "g2"}) == pytest.approx((1 / np.log2(3) + 1 / np.log2(4)) / (1 + 1 / np.log2(3)))
+    assert ndcg(["x", "g1", "g2"], {"g1", "g2"}) == pytest.approx(
+        (1 / np.log2(3) + 1 / np.log2(4)) / (1 + 1 / np.log2(3))
+    )
     assert ndcg(["g1", "g2"], {"g1", "g2"}) == pytest.approx(1.0)
     assert ndcg(["x"], set()) == 0.0
 
@@ -63,8 +65,16 @@ def test_report_schema_and_determinism(trained, tmp_path):
     assert report["format"] == "searchgrpo-eval-v2" and report["states"] == 6
     assert report["budgets"] == [5, 10] and report["headline"] == "recall_at_10"
     assert [p["name"] for p in report["policies"]] == ["baseline", "step-000002"]
-    metrics = {"reward_mean", "important_discovery", "recall_at_5", "recall_at_10", "recall_at_k", "ndcg_at_k",
-               "clues_mean", "docs_mean"}
+    metrics = {
+        "reward_mean",
+        "important_discovery",
+        "recall_at_5",
+        "recall_at_10",
+        "recall_at_k",
+        "ndcg_at_k",
+        "clues_mean",
+        "docs_mean",
+    }
     for name in ("baseline", "step-000002"):
         agg = report["aggregate"][name]
         assert metrics <= set(agg) and set(agg["ci"]) == metrics
@@ -77,13 +87,25 @@ def test_report_schema_and_determinism(trained, tmp_path):
     assert all(set(v) == {"diff", "ci"} for v in paired.values())
     state = report["per_state"][0]
     sample = state["results"]["baseline"]["samples"][0]
-    assert {"completion", "clues", "reward", "components", "docs", "found", "wanted", "recall_at_10",
-            "truncated", "invented"} <= set(sample)
+    assert {
+        "completion",
+        "clues",
+        "reward",
+        "components",
+        "docs",
+        "found",
+        "wanted",
+        "recall_at_10",
+        "truncated",
+        "invented",
+    } <= set(sample)
     assert sum(q["states"] for q in report["per_question"]) == 6
     assert isinstance(events[0], EvalStarted) and isinstance(events[-1], EvalReportWritten)
     assert any(isinstance(e, EvalProgress) for e in events)
     # A second run gives the same report, to the byte, but for the time it was made.
-    again = json.loads(run_eval(cfg, EvalRequest(**{**request.__dict__, "output": str(tmp_path / "b.json")})).read_text())
+    again = json.loads(
+        run_eval(cfg, EvalRequest(**{**request.__dict__, "output": str(tmp_path / "b.json")})).read_text()
+    )
     for r in (report, again):
         r.pop("created")
         r["request"].pop("output")
@@ -119,6 +141,7 @@ def test_eval_on_a_question_set(trained, tmp_path):
     cfg, _ = trained
     qs = tmp_path / "qs.jsonl"
     write_questions(qs, generate_world(5, 10, seed=9).questions)
-    report = json.loads(run_eval(cfg, EvalRequest(questions=str(qs), output=str(tmp_path / "q.json"),
-                                                  bootstrap=50)).read_text())
+    report = json.loads(
+        run_eval(cfg, EvalRequest(questions=str(qs), output=str(tmp_path / "q.json"), bootstrap=50)).read_text()
+    )
     assert report["questions"] == 5

@@ -21,12 +21,24 @@ pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make te
 
 KEYS = ("loss/total", "grad/norm", "reward/mean", "loss/kl")
 GOLDEN = [  # re-recorded when the reward gained table_copy (a random clue of step 2 holds a '|')
-    {"loss/total": 3.973643103449831e-08, "grad/norm": 0.3140857517719269, "reward/mean": -0.9733333333333333,
-     "loss/kl": 0.0},
-    {"loss/total": 0.0006532371044158936, "grad/norm": 0.3837902545928955, "reward/mean": -0.8300000000000001,
-     "loss/kl": 0.016331013705995347},
-    {"loss/total": 0.00026106834411621094, "grad/norm": 0.22521363198757172, "reward/mean": -0.6983333333333334,
-     "loss/kl": 0.006527181714773178},
+    {
+        "loss/total": 3.973643103449831e-08,
+        "grad/norm": 0.3140857517719269,
+        "reward/mean": -0.9733333333333333,
+        "loss/kl": 0.0,
+    },
+    {
+        "loss/total": 0.0006532371044158936,
+        "grad/norm": 0.3837902545928955,
+        "reward/mean": -0.8300000000000001,
+        "loss/kl": 0.016331013705995347,
+    },
+    {
+        "loss/total": 0.00026106834411621094,
+        "grad/norm": 0.22521363198757172,
+        "reward/mean": -0.6983333333333334,
+        "loss/kl": 0.006527181714773178,
+    },
 ]
 
 

@@ -94,10 +94,16 @@ def test_aggregation_modes_by_hand():
     per_token = torch.tensor([[1.0, 3.0, 0.0], [2.0, 0.0, 0.0]])
     mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
     # grpo: mean per sequence (2, 2) then over sequences -> 2
-    assert aggregate(per_token, mask, "grpo", num_sequences=2, num_tokens=3, max_new_tokens=4).item() == pytest.approx(2.0)
+    assert aggregate(per_token, mask, "grpo", num_sequences=2, num_tokens=3, max_new_tokens=4).item() == pytest.approx(
+        2.0
+    )
     # dapo: sum 6 / 3 tokens -> 2; dr_grpo: 6 / (2 * 4) = 0.75
-    assert aggregate(per_token, mask, "dapo", num_sequences=2, num_tokens=3, max_new_tokens=4).item() == pytest.approx(2.0)
-    assert aggregate(per_token, mask, "dr_grpo", num_sequences=2, num_tokens=3, max_new_tokens=4).item() == pytest.approx(0.75)
+    assert aggregate(per_token, mask, "dapo", num_sequences=2, num_tokens=3, max_new_tokens=4).item() == pytest.approx(
+        2.0
+    )
+    assert aggregate(
+        per_token, mask, "dr_grpo", num_sequences=2, num_tokens=3, max_new_tokens=4
+    ).item() == pytest.approx(0.75)
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
@@ -117,8 +123,19 @@ def test_grpo_loss_at_ratio_one_is_minus_mean_advantage_plus_kl():
     adv = torch.tensor([1.0, -1.0])
     mask = torch.ones(2, 2)
     loss, stats = grpo_loss(
-        logp, logp.detach(), ref, adv, mask, eps_low=0.2, eps_high=0.2, beta=0.1, kl_estimator="sq",
-        loss_type="grpo", num_sequences=2, num_tokens=4, max_new_tokens=2,
+        logp,
+        logp.detach(),
+        ref,
+        adv,
+        mask,
+        eps_low=0.2,
+        eps_high=0.2,
+        beta=0.1,
+        kl_estimator="sq",
+        loss_type="grpo",
+        num_sequences=2,
+        num_tokens=4,
+        max_new_tokens=2,
     )
     # pg: seq1 -1, seq2 +1 -> mean 0; kl: seq1 tokens (0.25, 0) -> 0.125 mean, seq2 0 -> mean over seqs 0.0625
     assert loss.item() == pytest.approx(0.1 * 0.0625)
@@ -141,8 +158,16 @@ def test_grpo_loss_weights_the_policy_gradient_term_only():
     logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
     ref = torch.tensor([[-1.5, -2.0]])
     weight = torch.tensor([[0.5, 2.0]])
-    kw = dict(eps_low=0.2, eps_high=0.2, beta=0.1, kl_estimator="sq", loss_type="grpo", num_sequences=1,
-              num_tokens=2, max_new_tokens=2)
+    kw = dict(
+        eps_low=0.2,
+        eps_high=0.2,
+        beta=0.1,
+        kl_estimator="sq",
+        loss_type="grpo",
+        num_sequences=1,
+        num_tokens=2,
+        max_new_tokens=2,
+    )
     loss, _ = grpo_loss(logp, logp.detach(), ref, torch.tensor([1.0]), torch.ones(1, 2), tis_weight=weight, **kw)
     # ratio 1: pg per token -adv = -1, weighted -0.5 and -2 -> mean -1.25; kl (0.25, 0) -> mean 0.125
     assert loss.item() == pytest.approx(-1.25 + 0.1 * 0.125)
@@ -154,8 +179,21 @@ def test_grpo_loss_weights_the_policy_gradient_term_only():
 def test_grpo_loss_needs_reference_when_beta_positive():
     x = torch.zeros(1, 1)
     with pytest.raises(ValueError):
-        grpo_loss(x, x, None, torch.zeros(1), torch.ones(1, 1), eps_low=0.2, eps_high=0.2, beta=0.1,
-                  kl_estimator="sq", loss_type="grpo", num_sequences=1, num_tokens=1, max_new_tokens=1)
+        grpo_loss(
+            x,
+            x,
+            None,
+            torch.zeros(1),
+            torch.ones(1, 1),
+            eps_low=0.2,
+            eps_high=0.2,
+            beta=0.1,
+            kl_estimator="sq",
+            loss_type="grpo",
+            num_sequences=1,
+            num_tokens=1,
+            max_new_tokens=1,
+        )
 
 
 def test_selective_log_softmax_matches_log_softmax():

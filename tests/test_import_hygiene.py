@@ -11,8 +11,9 @@ import pytest
 import searchgrpo
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE_MODULES = sorted(m.name for m in pkgutil.walk_packages(searchgrpo.__path__, "searchgrpo.")
-                      if m.name != "searchgrpo.__main__")
+CORE_MODULES = sorted(
+    m.name for m in pkgutil.walk_packages(searchgrpo.__path__, "searchgrpo.") if m.name != "searchgrpo.__main__"
+)
 
 
 def _loaded_after(statement: str) -> set[str]:
@@ -34,8 +35,9 @@ def test_core_modules_do_not_import_textual():
 def test_layers_hold():
     """The import-linter contracts of pyproject.toml: stages import only lower stages, the core
     never the console, the console never torch."""
-    out = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], capture_output=True,
-                         text=True, cwd=ROOT)
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], capture_output=True, text=True, cwd=ROOT
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
 
 
@@ -60,7 +62,9 @@ HEAVY = ("torch", "transformers", "peft", "bitsandbytes")
 
 
 def test_every_tui_module_is_found():
-    assert {"tui.app", "tui.launch", "tui.model", "tui.widgets.group_table", "tui.screens.eval_pane"} <= set(TUI_MODULES)
+    assert {"tui.app", "tui.launch", "tui.model", "tui.widgets.group_table", "tui.screens.eval_pane"} <= set(
+        TUI_MODULES
+    )
 
 
 def test_console_imports_no_torch():
@@ -83,9 +87,13 @@ def test_tests_never_load_benchmarks():
         if path.name in ("test_security.py", "test_import_hygiene.py"):  # they name the folder to scan for it
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                      and n.body and isinstance(n.body[0], ast.Expr)}
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+        }
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -95,6 +103,9 @@ def test_tests_never_load_benchmarks():
                 names = [node.value]
             else:
                 continue
-            offenders += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
-                          if n == "benchmarks" or n.startswith(("benchmarks.", "benchmarks/"))]
+            offenders += [
+                f"{path.relative_to(ROOT)}:{node.lineno}: {n}"
+                for n in names
+                if n == "benchmarks" or n.startswith(("benchmarks.", "benchmarks/"))
+            ]
     assert not offenders, offenders

@@ -47,8 +47,12 @@ def test_readme_layout_is_current():
 
 
 def test_every_module_has_a_docstring():
-    missing = [str(p.relative_to(ROOT)) for pkg in ("searchgrpo", "tui") for p in sorted((ROOT / pkg).rglob("*.py"))
-               if p.name != "__main__.py" and not summary(p)]
+    missing = [
+        str(p.relative_to(ROOT))
+        for pkg in ("searchgrpo", "tui")
+        for p in sorted((ROOT / pkg).rglob("*.py"))
+        if p.name != "__main__.py" and not summary(p)
+    ]
     assert not missing, f"modules without a docstring: {missing}"
 
 

@@ -66,11 +66,16 @@ class RecordingProxy:
                 with proxy.lock:
                     proxy.in_flight += 1
                     proxy.peak = max(proxy.peak, proxy.in_flight)
-                    proxy.records.append({"path": self.path, "headers": dict(self.headers),
-                                          "body": json.loads(body) if body else None})
+                    proxy.records.append(
+                        {"path": self.path, "headers": dict(self.headers), "body": json.loads(body) if body else None}
+                    )
                 try:
-                    req = urllib.request.Request(proxy.upstream + self.path, data=body, method=method,
-                                                 headers={"Content-Type": "application/json"})
+                    req = urllib.request.Request(
+                        proxy.upstream + self.path,
+                        data=body,
+                        method=method,
+                        headers={"Content-Type": "application/json"},
+                    )
                     with urllib.request.urlopen(req, timeout=60) as resp:
                         status, data = resp.status, resp.read()
                 finally:
@@ -106,8 +111,15 @@ def proxy(server):
 
 def make_checker(base_url, cache_path, *, concurrency=2, structured="grammar", model="SmolLM2-135M-Instruct"):
     client = ChatClient(base_url, api_key_env="SEARCHGRPO_TEST_KEY", timeout_s=60)
-    return LLMChecker(client, model, structured_output=structured, max_tokens=6, max_doc_chars=240,
-                      max_concurrency=concurrency, cache=VerdictCache(cache_path))
+    return LLMChecker(
+        client,
+        model,
+        structured_output=structured,
+        max_tokens=6,
+        max_doc_chars=240,
+        max_concurrency=concurrency,
+        cache=VerdictCache(cache_path),
+    )
 
 
 def test_labels_cache_concurrency_and_the_request(proxy, tmp_path, monkeypatch):
@@ -184,8 +196,16 @@ def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, 
     monkeypatch.setattr(rollouts, "generate", generate_real_clues)
     server = EmbeddedServer(embedded_gguf_path(), parallel=2).start()
     cfg = tiny_config(
-        tmp_path, "checker.backend=llm", f"checker.server={server.base_url}", "checker.cache=false", *FAST,
-        "train.max_steps=3", "train.states_per_step=1", "grpo.num_generations=2", "env.top_k=2", "env.max_clues=2",
+        tmp_path,
+        "checker.backend=llm",
+        f"checker.server={server.base_url}",
+        "checker.cache=false",
+        *FAST,
+        "train.max_steps=3",
+        "train.states_per_step=1",
+        "grpo.num_generations=2",
+        "env.top_k=2",
+        "env.max_clues=2",
         "env.min_clues=1",
     )
     events = []
@@ -215,8 +235,14 @@ def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, 
     steps = [e for e in events if isinstance(e, StepFinished)]
     assert [e.step for e in steps] == [1, 2, 3]
     assert isinstance(events[-1], RunFinished) and events[-1].reason == "completed" and summary.step == 3
-    for key in ("checker/calls", "checker/cache_hits", "checker/cache_hit_rate", "checker/failures",
-                "checker/unparsable", "checker/latency_ms"):
+    for key in (
+        "checker/calls",
+        "checker/cache_hits",
+        "checker/cache_hit_rate",
+        "checker/failures",
+        "checker/unparsable",
+        "checker/latency_ms",
+    ):
         assert key in steps[0].metrics
     assert sum(e.metrics["checker/failures"] for e in steps) >= 1
     assert steps[0].metrics["checker/calls"] > 0
@@ -225,8 +251,14 @@ def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, 
 def test_collect_with_the_llm_agents_writes_loadable_checkpoints(server, tmp_path):
     source = tmp_path / "questions.jsonl"
     write_questions(source, WORLD.questions[:1])
-    cfg = tiny_config(tmp_path, "checker.backend=llm", f"checker.server={server.base_url}", *FAST,
-                      f"checker.cache_path={tmp_path / 'v.sqlite'}", "env.top_k=2")
+    cfg = tiny_config(
+        tmp_path,
+        "checker.backend=llm",
+        f"checker.server={server.base_url}",
+        *FAST,
+        f"checker.cache_path={tmp_path / 'v.sqlite'}",
+        "env.top_k=2",
+    )
     result = collect_to_folder(cfg, str(source), tmp_path / "out", max_rounds=3, planner="llm", entity_manager="llm")
     # `calls` counts every call of the shared client (the Planner and EntityManager ask it too).
     assert result.checker["calls"] > 0 and result.checker["requests"] > 0

@@ -30,8 +30,14 @@ def test_merged_model_equals_base_plus_adapter(trained, tmp_path):
     events = []
     (out,) = run_merge(cfg, MergeRequest([str(ckpt)], output_dir=str(tmp_path), dtype="float32"), events.append)
     assert out == tmp_path / "tiny-grpo-step2"
-    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
-                 "tokenizer_config.json", "searchgrpo_merge.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "searchgrpo_merge.json",
+    ):
         assert (out / name).is_file(), name
     merged = AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32)
     assert not any("lora" in n for n, _ in merged.named_parameters())

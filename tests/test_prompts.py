@@ -6,7 +6,7 @@ from searchgrpo.retrieval.clues import normalise_clue
 
 
 def test_parse_clues():
-    p = parse_clues("1. Maren Dolvik birthplace\n- \"Krallo Systems founder\"\n\n* Orvane\n4) extra\n5. more", 4)
+    p = parse_clues('1. Maren Dolvik birthplace\n- "Krallo Systems founder"\n\n* Orvane\n4) extra\n5. more', 4)
     assert p.clues == ("Maren Dolvik birthplace", "Krallo Systems founder", "Orvane", "extra")
     assert p.written == 5 and not p.unparsable
     assert parse_clues('["a b", "c"]', 4).clues == ("a b", "c")

@@ -39,13 +39,18 @@ def policy():
 
 
 def _prompts(tok):
-    return [tok("Question: who founded Krallo Systems and where was the founder born?").input_ids,
-            tok("Entities: none").input_ids]
+    return [
+        tok("Question: who founded Krallo Systems and where was the founder born?").input_ids,
+        tok("Entities: none").input_ids,
+    ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("overrides", [(), ("model.gradient_checkpointing=true",), ("model.attn_implementation=eager",)],
-                         ids=["sdpa", "checkpointing", "eager"])
+@pytest.mark.parametrize(
+    "overrides",
+    [(), ("model.gradient_checkpointing=true",), ("model.attn_implementation=eager",)],
+    ids=["sdpa", "checkpointing", "eager"],
+)
 def test_shared_prefix_logprobs_and_gradients_equal_plain(overrides):
     policy = _policy(*overrides)
     tok, model = policy.tokenizer, policy.model
@@ -87,10 +92,16 @@ def test_greedy_generate_matches_transformers(policy):
     ours = generate(model, tok, prompts, num_samples=1, max_new_tokens=10, greedy=True)
     ids, mask = left_pad(prompts, tok.pad_token_id, "cpu")
     model.eval()
-    ref = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=10, do_sample=False,
-                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    ref = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=10,
+        do_sample=False,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     for i, group in enumerate(ours):
-        expected = ref[i, ids.shape[1]:].tolist()
+        expected = ref[i, ids.shape[1] :].tolist()
         assert group[0].token_ids == expected[: len(group[0].token_ids)]
 
 
@@ -129,8 +140,13 @@ def _assert_decoders_agree(model, prompts, pad_id, make_reference, make_candidat
         with torch.no_grad():
             decoders = []
             for make in (make_reference, make_candidate):
-                out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
-                            use_cache=True, logits_to_keep=1)
+                out = model(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
                 decoders.append(make(getattr(out, "cache", None) or out.past_key_values, mask))
             generator = torch.Generator().manual_seed(0)
             for _ in range(7):
@@ -145,16 +161,21 @@ def test_static_decoder_matches_dynamic(policy):
     """The static cache with grouped decode attention computes the same logits as the dynamic cache."""
     tok, model = policy.tokenizer, policy.model
     _assert_decoders_agree(
-        model, _prompts(tok), tok.pad_token_id,
+        model,
+        _prompts(tok),
+        tok.pad_token_id,
         lambda cache, mask: DynamicDecoder(model, cache, mask, DECODE_K),
         lambda cache, mask: StaticDecoder(model, cache, mask, DECODE_K, 8, graph=False),
-        token_range=(0, len(tok)))
+        token_range=(0, len(tok)),
+    )
 
 
 def test_generate_decoders_agree(policy):
     tok, model = policy.tokenizer, policy.model
-    runs = [generate(model, tok, _prompts(tok), num_samples=3, max_new_tokens=12, seeds=[4, 5], decoder=d)
-            for d in ("dynamic", "static", "graph", "fused")]  # graph falls back to static off CUDA
+    runs = [
+        generate(model, tok, _prompts(tok), num_samples=3, max_new_tokens=12, seeds=[4, 5], decoder=d)
+        for d in ("dynamic", "static", "graph", "fused")
+    ]  # graph falls back to static off CUDA
     tokens = [[[c.token_ids for c in g] for g in run] for run in runs]
     assert tokens[0] == tokens[1] == tokens[2] == tokens[3]
     assert resolve_decoder(model, "auto", "cpu") == "dynamic"
@@ -170,8 +191,9 @@ def test_graph_decoders_hold_no_gpu_memory_between_calls(decoder):
     tok, model = p.tokenizer, p.model
 
     def sample():
-        generate(model, tok, _prompts(tok), num_samples=3, max_new_tokens=6, seeds=[4, 5], decoder=decoder,
-                 device="cuda")
+        generate(
+            model, tok, _prompts(tok), num_samples=3, max_new_tokens=6, seeds=[4, 5], decoder=decoder, device="cuda"
+        )
         torch.cuda.synchronize()
         return torch.cuda.memory_allocated()
 
@@ -225,19 +247,39 @@ def _lora_model(config):
 def _qwen3():
     from transformers import Qwen3Config
 
-    return _lora_model(Qwen3Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0))
+    return _lora_model(
+        Qwen3Config(
+            vocab_size=256,
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            pad_token_id=0,
+        )
+    )
 
 
 def _qwen2():
     from transformers import Qwen2Config
 
-    return _lora_model(Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, pad_token_id=0))
+    return _lora_model(
+        Qwen2Config(
+            vocab_size=256,
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            pad_token_id=0,
+        )
+    )
 
 
-@pytest.mark.parametrize("share_prefix,chunk", [(True, 0), (True, 16), (False, 0)],
-                         ids=["shared", "shared-split", "per-row"])
+@pytest.mark.parametrize(
+    "share_prefix,chunk", [(True, 0), (True, 16), (False, 0)], ids=["shared", "shared-split", "per-row"]
+)
 @pytest.mark.parametrize("family", ["llama", "qwen3", "qwen2"])
 def test_fused_decoder_matches_the_module_forward(policy, family, share_prefix, chunk):
     """FusedDecoder (q/k/v and LoRA A fused, residuals in addmm, one SDPA per layer or attention
@@ -249,14 +291,17 @@ def test_fused_decoder_matches_the_module_forward(policy, family, share_prefix, 
     made = []
 
     def fused(cache, mask):
-        made.append(FusedDecoder(model, cache, mask, DECODE_K, 8, graph=False, share_prefix=share_prefix,
-                                 chunk=chunk))
+        made.append(FusedDecoder(model, cache, mask, DECODE_K, 8, graph=False, share_prefix=share_prefix, chunk=chunk))
         return made[-1]
 
     _assert_decoders_agree(
-        model, [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]], 0,  # unequal lengths: the padding mask matters
+        model,
+        [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]],
+        0,  # unequal lengths: the padding mask matters
         lambda cache, mask: StaticDecoder(model, cache, mask, DECODE_K, 8, graph=False, shortcuts=False),
-        fused, token_range=(1, 200))
+        fused,
+        token_range=(1, 200),
+    )
     # Shared: one cache row per prompt, holding the prompt once and a segment of 8 slots per sample.
     rows, width = (2, 7 + DECODE_K * 8) if share_prefix else (2 * DECODE_K, 7 + 8)
     assert made[0].keys[0].shape[0] == rows and made[0].keys[0].shape[2] == -(-width // 16) * 16
@@ -276,10 +321,17 @@ def test_fused_decoder_on_cuda_compiled_and_replayed(family):
     model.eval()
     decoders = []
     with torch.no_grad():
-        for make in (lambda c: StaticDecoder(model, c, mask, DECODE_K, 8, graph=False, shortcuts=False),
-                     lambda c: FusedDecoder(model, c, mask, DECODE_K, 8, graph=True, compile=True, chunk=16)):
-            out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
-                        use_cache=True, logits_to_keep=1)
+        for make in (
+            lambda c: StaticDecoder(model, c, mask, DECODE_K, 8, graph=False, shortcuts=False),
+            lambda c: FusedDecoder(model, c, mask, DECODE_K, 8, graph=True, compile=True, chunk=16),
+        ):
+            out = model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                use_cache=True,
+                logits_to_keep=1,
+            )
             decoders.append(make(getattr(out, "cache", None) or out.past_key_values))
         generator = torch.Generator().manual_seed(0)
         for _ in range(7):

@@ -40,8 +40,9 @@ def test_sampler_correction_by_hand():
     # 4 tokens with a sampler log-prob; sampler - trainer: 0, -1, 1, -2
     assert out.sums == pytest.approx([4.0, -2.0, 4.0, 2.0])
     metrics = out.metrics(Dist(), publish_s=1.5)
-    assert metrics == pytest.approx({"sampler/kl": -0.5, "sampler/abs_logp_diff": 1.0, "sampler/tis_clipped_frac": 0.5,
-                                     "sampler/publish_s": 1.5})
+    assert metrics == pytest.approx(
+        {"sampler/kl": -0.5, "sampler/abs_logp_diff": 1.0, "sampler/tis_clipped_frac": 0.5, "sampler/publish_s": 1.5}
+    )
 
 
 def test_more_prompts_than_slots_go_in_turns():
@@ -51,8 +52,9 @@ def test_more_prompts_than_slots_go_in_turns():
     sampler.parallel, calls = 4, []
     sampler.publish = lambda: None
     sampler._group = lambda prompt, k, *rest: calls.append(prompt) or [Completion(prompt, "", False, (0.0,))] * k
-    out = sampler.sample([[1], [2], [3], [4], [5]], num_samples=2, max_new_tokens=4, temperature=1.0, top_p=1.0,
-                         seeds=[0, 1, 2, 3, 4])
+    out = sampler.sample(
+        [[1], [2], [3], [4], [5]], num_samples=2, max_new_tokens=4, temperature=1.0, top_p=1.0, seeds=[0, 1, 2, 3, 4]
+    )
     assert [g[0].token_ids for g in out] == [[1], [2], [3], [4], [5]] and all(len(g) == 2 for g in out)
     assert sorted(map(tuple, calls)) == [(1,), (2,), (3,), (4,), (5,)]
 
@@ -80,10 +82,21 @@ def test_sampler_choice(tiny_cfg):
 
 
 def _smollm2(*overrides):
-    return load_config(None, ["model.base=embedded:smollm2", "model.device=cpu", "train.states_per_step=1",
-                              "grpo.num_generations=2", "grpo.max_new_tokens=12", "grpo.max_prompt_tokens=256",
-                              "data.demo.questions=12", "data.demo.distractors=20", "data.max_table_rows=2",
-                              *overrides])
+    return load_config(
+        None,
+        [
+            "model.base=embedded:smollm2",
+            "model.device=cpu",
+            "train.states_per_step=1",
+            "grpo.num_generations=2",
+            "grpo.max_new_tokens=12",
+            "grpo.max_prompt_tokens=256",
+            "data.demo.questions=12",
+            "data.demo.distractors=20",
+            "data.max_table_rows=2",
+            *overrides,
+        ],
+    )
 
 
 @pytest.mark.slow
@@ -103,7 +116,9 @@ def test_server_samples_from_the_trainers_policy():
                 param.normal_(0, 0.05)
     prompt = policy.tokenizer.apply_chat_template(
         [{"role": "user", "content": "List three search queries about the history of Lisbon."}],
-        add_generation_prompt=True, tokenize=True)
+        add_generation_prompt=True,
+        tokenize=True,
+    )
     prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
     sampler = ServerSampler.for_config(cfg, policy)
     try:
@@ -120,7 +135,7 @@ def test_server_samples_from_the_trainers_policy():
                 base = sequence_logprobs(policy.model, batch, 1.0)
         server = torch.zeros_like(trainer)
         for i, c in enumerate(samples):
-            server[i, :len(c.token_ids)] = torch.tensor(c.sampler_logprobs)
+            server[i, : len(c.token_ids)] = torch.tensor(c.sampler_logprobs)
         known = batch.completion_mask.bool() & torch.isfinite(server)
         to_trainer = float((server - trainer)[known].abs().mean())
         to_base = float((server - base)[known].abs().mean())
@@ -142,8 +157,15 @@ def test_training_with_the_server_sampler(tmp_path):
     from searchgrpo.train.trainer import Trainer
 
     # beta > 0: every group enters the loss (with beta 0 a zero-variance group would be skipped).
-    cfg = _smollm2("grpo.sampler=server", "grpo.beta=0.04", "train.max_steps=2", "train.lr=1e-3",
-                   f"train.output_dir={tmp_path / 'runs'}", "train.eval_every=0", "train.save_every=0")
+    cfg = _smollm2(
+        "grpo.sampler=server",
+        "grpo.beta=0.04",
+        "train.max_steps=2",
+        "train.lr=1e-3",
+        f"train.output_dir={tmp_path / 'runs'}",
+        "train.eval_every=0",
+        "train.save_every=0",
+    )
     events = []
     Trainer(cfg, sink=events.append).train()
     steps = [e.metrics for e in events if isinstance(e, StepFinished)]

@@ -42,7 +42,7 @@ def test_chunk_mask_layout():
     chunks = chunk_mask(mask, 2, 4)  # head kv * chunks + c
     for kv in range(2):
         for c in range(2):
-            assert torch.equal(chunks.bias[:, kv * 2 + c], mask[:, 0, :, c * 4:(c + 1) * 4])
+            assert torch.equal(chunks.bias[:, kv * 2 + c], mask[:, 0, :, c * 4 : (c + 1) * 4])
     assert chunks.seen.sum() == 2 * 2 * 2 * 3 - 2 and not chunks.seen[1, 1, 2] and not chunks.seen[1, 3, 2]
 
 
@@ -53,10 +53,11 @@ def test_log_sum_exp_and_merge_by_hand():
     bias = torch.tensor([[[[0.0, 0.0, 0.0, float("-inf")]]]])
     out, lse = attention_lse(q, k, v, bias, 1.0)
     # scores 1, 0, 2 (the 4th masked): lse = log(e + 1 + e^2)
-    z = torch.e + 1 + torch.e ** 2
+    z = torch.e + 1 + torch.e**2
     assert torch.allclose(lse, torch.tensor([[[float(torch.log(torch.tensor(z)))]]]), atol=1e-5)
-    assert torch.allclose(out, torch.tensor([[[[(torch.e + 2 * torch.e ** 2) / z, (1 + 2 * torch.e ** 2) / z]]]]),
-                          atol=1e-5)
+    assert torch.allclose(
+        out, torch.tensor([[[[(torch.e + 2 * torch.e**2) / z, (1 + 2 * torch.e**2) / z]]]]), atol=1e-5
+    )
     # Two chunks, the second one unseen (whatever its output and lse): the merge takes the first alone.
     parts = torch.stack([out, torch.full_like(out, float("nan"))], dim=2)  # [1, 1, 2, 1, 2]
     lses = torch.stack([lse, torch.zeros_like(lse)], dim=2)

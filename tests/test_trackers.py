@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def needs(module: str):
-    return pytest.importorskip(module, reason=f"the {module} extra is not installed: pip install 'searchgrpo[{module}]'")
+    return pytest.importorskip(
+        module, reason=f"the {module} extra is not installed: pip install 'searchgrpo[{module}]'"
+    )
 
 
 def play(cfg, run_dir: Path, steps: int = 4) -> list[LogMessage]:
@@ -102,8 +104,13 @@ def test_tensorboard_reads_back_every_step(tmp_path):
     reward = [(e.step, e.value) for e in acc.Scalars("train/reward")]
     assert reward == [(s, pytest.approx(expected(s)["train/reward"])) for s in range(1, 5)]
     assert [e.step for e in acc.Scalars("eval/reward_mean")] == [2, 4]
-    assert {"train/kl", "train/clip_ratio/region_mean", "train/learning_rate", "train/reward_std",
-            "train/rewards/new_important/mean"} <= set(acc.Tags()["scalars"])
+    assert {
+        "train/kl",
+        "train/clip_ratio/region_mean",
+        "train/learning_rate",
+        "train/reward_std",
+        "train/rewards/new_important/mean",
+    } <= set(acc.Tags()["scalars"])
 
 
 def wandb_records(path: str) -> list:
@@ -119,10 +126,10 @@ def wandb_records(path: str) -> list:
         if left < 7:
             pos += left
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if kind == 0:
             break
-        chunk += data[pos + 7:pos + 7 + length]
+        chunk += data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):
             record = pb.Record()
@@ -143,8 +150,11 @@ def test_wandb_offline_run_holds_the_steps_and_a_completions_table(tmp_path, mon
     wandb = needs("wandb")
     wandb.teardown()  # the run file is written by wandb's service process: wait until it has ended
     (path,) = glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "run-*.wandb"))
-    history = [{(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in r.history.item}
-               for r in wandb_records(path) if r.WhichOneof("record_type") == "history"]
+    history = [
+        {(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in r.history.item}
+        for r in wandb_records(path)
+        if r.WhichOneof("record_type") == "history"
+    ]
     steps = {h["_step"]: h for h in history}
     assert sorted(steps) == [1, 2, 3, 4]
     for step in range(1, 5):
@@ -184,8 +194,9 @@ def test_trackio_local_database_holds_the_steps(tmp_path):
         "import json; print('LOGS', json.dumps(SQLiteStorage.get_logs('grpo-tests', '20260101-000000')))\n"
     )
     env = {**os.environ, "TRACKIO_DIR": str(tmp_path / "trackio"), "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     (line,) = [line for line in out.stdout.splitlines() if line.startswith("LOGS ")]
     logs = json.loads(line[5:])
@@ -213,7 +224,8 @@ def test_training_feeds_the_trackers_from_the_same_events_as_events_jsonl(tmp_pa
     acc = EventAccumulator(str(run_dir / "tensorboard"))
     acc.Reload()
     assert [(e.step, e.value) for e in acc.Scalars("train/loss")] == [
-        (e.step, pytest.approx(e.metrics["loss/total"], rel=1e-6, abs=1e-12)) for e in steps]
+        (e.step, pytest.approx(e.metrics["loss/total"], rel=1e-6, abs=1e-12)) for e in steps
+    ]
     client = MlflowClient(tracking_uri=uri)
     (run,) = client.search_runs([client.get_experiment_by_name("searchgrpo").experiment_id])
     grad = client.get_metric_history(run.info.run_id, "train/grad_norm")

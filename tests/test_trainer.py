@@ -71,20 +71,37 @@ def test_two_steps_change_lora_but_not_the_base(tmp_path):
     for e in events:  # every event survives a JSON round trip
         assert event_from_dict(json.loads(json.dumps(event_to_dict(e)))) == e
     step = next(e for e in events if isinstance(e, StepFinished)).metrics
-    for key in ("reward/mean", "reward/frac_zero_std", "loss/kl", "loss/clip_frac", "train/lr", "time/step",
-                "time/generate", "time/score", "time/loss", "tokens/completion", "reward/new_important"):
+    for key in (
+        "reward/mean",
+        "reward/frac_zero_std",
+        "loss/kl",
+        "loss/clip_frac",
+        "train/lr",
+        "time/step",
+        "time/generate",
+        "time/score",
+        "time/loss",
+        "tokens/completion",
+        "reward/new_important",
+    ):
         assert key in step
     assert step["loss/kl"] >= 0
 
 
 def test_checkpoint_holds_everything_to_resume(tmp_path):
     cfg = tiny_config(tmp_path, "train.max_steps=2", "train.save_every=1", "train.keep_last=1")
-    trainer, summary, _ = run(cfg)
+    _, summary, _ = run(cfg)
     found = list_checkpoints(summary.run_dir)
     assert [c.step for c in found] == [2]  # keep_last
     ckpt = found[0].path
-    for name in ("adapter/adapter_model.safetensors", "adapter/adapter_config.json", "optimizer.pt",
-                 "scheduler.pt", "rng.safetensors", "trainer_state.json"):
+    for name in (
+        "adapter/adapter_model.safetensors",
+        "adapter/adapter_config.json",
+        "optimizer.pt",
+        "scheduler.pt",
+        "rng.safetensors",
+        "trainer_state.json",
+    ):
         assert (ckpt / name).is_file(), name
     assert "torch_cpu" in load_file(str(ckpt / "rng.safetensors"))
     state = json.loads((ckpt / "trainer_state.json").read_text())
@@ -106,8 +123,11 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path):
     assert next(e for e in second if isinstance(e, RunStarted)).start_step == 2
 
     def metrics(events):
-        return {e.step: {k: v for k, v in e.metrics.items() if not k.startswith("time/")}
-                for e in events if isinstance(e, StepFinished)}
+        return {
+            e.step: {k: v for k, v in e.metrics.items() if not k.startswith("time/")}
+            for e in events
+            if isinstance(e, StepFinished)
+        }
 
     assert {**metrics(first), **metrics(second)} == metrics(straight)
 
@@ -177,9 +197,22 @@ def test_dynamic_sampling_keeps_the_batch_full_of_informative_groups(tmp_path):
 
 def test_dynamic_sampling_gives_up_after_its_retries(tmp_path):
     # With every reward weight 0 each group has equal rewards: no round can find an informative one.
-    zero = [f"reward.{name}=0" for name in ("new_important", "new_relevant", "retrieved_doc", "duplicate_clue",
-                                             "unparsable", "clue_count_out_of_bounds", "long_clue", "question_copy",
-                                             "empty_clue", "invented_number", "cut_clue")]
+    zero = [
+        f"reward.{name}=0"
+        for name in (
+            "new_important",
+            "new_relevant",
+            "retrieved_doc",
+            "duplicate_clue",
+            "unparsable",
+            "clue_count_out_of_bounds",
+            "long_clue",
+            "question_copy",
+            "empty_clue",
+            "invented_number",
+            "cut_clue",
+        )
+    ]
     cfg = tiny_config(tmp_path, "train.max_steps=1", "grpo.dynamic_max_retries=2", *zero)
     _, _, events = run(cfg)
     m = next(e for e in events if isinstance(e, StepFinished)).metrics
@@ -195,8 +228,13 @@ def finds(sample) -> float:
 
 
 def test_dynamic_filter_finds_replaces_groups_that_differ_only_by_costs(tmp_path):
-    cfg = tiny_config(tmp_path, "train.max_steps=3", "train.states_per_step=3", "grpo.dynamic_filter=finds",
-                      "grpo.dynamic_max_retries=3")
+    cfg = tiny_config(
+        tmp_path,
+        "train.max_steps=3",
+        "train.states_per_step=3",
+        "grpo.dynamic_filter=finds",
+        "grpo.dynamic_max_retries=3",
+    )
     _, _, events = run(cfg)
     seen_same_finds = 0
     for step in (1, 2, 3):
@@ -238,8 +276,13 @@ def test_usefulness_orders_fillers_by_what_they_teach():
     assert choose_batch(flags, 2) == {finding.key, costs_only.key}
 
 
-REFRESH = ("train.refresh_states_every=2", "train.refresh_questions=4", "train.refresh_mix=1.0",
-           "train.refresh_rounds=3", "train.max_steps=4")
+REFRESH = (
+    "train.refresh_states_every=2",
+    "train.refresh_questions=4",
+    "train.refresh_mix=1.0",
+    "train.refresh_rounds=3",
+    "train.max_steps=4",
+)
 
 
 def test_refreshed_states_come_from_the_current_adapter_and_survive_a_resume(tmp_path):
@@ -256,8 +299,11 @@ def test_refreshed_states_come_from_the_current_adapter_and_survive_a_resume(tmp
     _, _, second = run(cfg, resume=True, run_dir=summary.run_dir)
 
     def metrics(events):
-        return {e.step: {k: v for k, v in e.metrics.items() if not k.startswith("time/") and k != "refresh/time_s"}
-                for e in events if isinstance(e, StepFinished)}
+        return {
+            e.step: {k: v for k, v in e.metrics.items() if not k.startswith("time/") and k != "refresh/time_s"}
+            for e in events
+            if isinstance(e, StepFinished)
+        }
 
     assert {**metrics(first), **metrics(second)} == metrics(straight)
 
@@ -295,8 +341,13 @@ def test_pending_rollouts_score_on_a_thread_as_they_would_in_line(tmp_path):
         _, states = trainer.states_for_step(0)
         seed_of = trainer.runner._seed_of(0)
         kw = dict(prompt_of=trainer.prompts, seed_of=seed_of)
-        inline = finish_rollout(start_rollout(cfg.grpo, trainer.policy, trainer.env, states, **kw), cfg.grpo,
-                                trainer.policy, trainer.env, **kw)
+        inline = finish_rollout(
+            start_rollout(cfg.grpo, trainer.policy, trainer.env, states, **kw),
+            cfg.grpo,
+            trainer.policy,
+            trainer.env,
+            **kw,
+        )
         with ThreadPoolExecutor(1) as scorer:
             pending = start_rollout(cfg.grpo, trainer.policy, trainer.env, states, scorer=scorer, keep_old=True, **kw)
             threaded = finish_rollout(pending, cfg.grpo, trainer.policy, trainer.env, keep_old=True, **kw)

@@ -11,8 +11,8 @@ not one per event. Widgets are never touched from a worker.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -41,8 +41,13 @@ from tui.sources import MAX_LINE, STALL_AFTER, follow_events
 DRAIN = 2_000
 """Events folded into the model per turn of the event loop; input is handled between turns."""
 TABS = ("train", "eval", "merge", "config", "log")
-FIRST_FOCUS = {"train": "#group-table", "eval": "#eval-policies", "merge": "#merge-checkpoints",
-               "config": "#config-table", "log": "#log-pane"}
+FIRST_FOCUS = {
+    "train": "#group-table",
+    "eval": "#eval-policies",
+    "merge": "#merge-checkpoints",
+    "config": "#config-table",
+    "log": "#log-pane",
+}
 """What a tab focuses when shown, so its keys work at once."""
 
 
@@ -125,8 +130,11 @@ class ConsoleApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = {"live": "training console", "attach": f"attached to {self.events_path}",
-                          "replay": f"replay of {self.events_path}"}[self.source]
+        self.sub_title = {
+            "live": "training console",
+            "attach": f"attached to {self.events_path}",
+            "replay": f"replay of {self.events_path}",
+        }[self.source]
         self.set_interval(self.intervals[0], self.redraw_text)
         self.set_interval(self.intervals[1], self.redraw_plots)
         self.refresh_checkpoints()
@@ -213,9 +221,9 @@ class ConsoleApp(App[int]):
         """Grey out controls that do nothing in the current state (the footer shows it)."""
         run = self.model.run
         if action == "start":
-            return self.source == "live" and not run.active or None
+            return (self.source == "live" and not run.active) or None
         if action in ("pause", "stop", "checkpoint"):
-            return self.source == "live" and run.status in ("running", "paused") or None
+            return (self.source == "live" and run.status in ("running", "paused")) or None
         if action == "group":  # the group browser's keys belong to the Train tab
             return self.query_one(TabbedContent).active == "train"
         return True
@@ -290,10 +298,13 @@ class ConsoleApp(App[int]):
         yield SystemCommand("Pause or resume training", "Between steps", self.action_pause)
         yield SystemCommand("Stop training", "Save a checkpoint and end the run", self.action_stop)
         yield SystemCommand("Save a checkpoint now", "After the current step", self.action_checkpoint)
-        yield SystemCommand("Smooth the plots", "Toggle a moving average of every curve",
-                            lambda: self.action_group("smooth"))
+        yield SystemCommand(
+            "Smooth the plots", "Toggle a moving average of every curve", lambda: self.action_group("smooth")
+        )
         for tab in TABS:
-            yield SystemCommand(f"Show {tab}", f"Switch to the {tab.title()} tab", lambda t=tab: self.action_show_tab(t))
+            yield SystemCommand(
+                f"Show {tab}", f"Switch to the {tab.title()} tab", lambda t=tab: self.action_show_tab(t)
+            )
 
     # ------------------------------------------------------------------ workers
 
@@ -303,18 +314,31 @@ class ConsoleApp(App[int]):
 
     @work(thread=True, exclusive=True, group="source", exit_on_error=False, description="events file")
     def _follow(self, path: Path, follow: bool) -> None:
-        follow_events(path, self.inbox.put, get_current_worker().cancelled_event, follow=follow,
-                      stall_after=self.stall_after, max_line=self.max_line)
+        follow_events(
+            path,
+            self.inbox.put,
+            get_current_worker().cancelled_event,
+            follow=follow,
+            stall_after=self.stall_after,
+            max_line=self.max_line,
+        )
 
     @work(thread=True, group="source", exit_on_error=False, description="compared events file")
     def _follow_compared(self, index: int, path: Path) -> None:
-        follow_events(path, lambda event: self.inbox.put(Compared(index, event)), get_current_worker().cancelled_event,
-                      follow=False, max_line=self.max_line)
+        follow_events(
+            path,
+            lambda event: self.inbox.put(Compared(index, event)),
+            get_current_worker().cancelled_event,
+            follow=False,
+            max_line=self.max_line,
+        )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker, state = event.worker, event.state
         if worker.group not in ("train", "source") or state not in (
-            WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED
+            WorkerState.SUCCESS,
+            WorkerState.ERROR,
+            WorkerState.CANCELLED,
         ):
             return  # eval and merge workers belong to their tabs
         self.drain_all()
@@ -344,7 +368,5 @@ class ConsoleApp(App[int]):
 @contextlib.contextmanager
 def _panes_may_be_missing() -> Iterator[None]:
     """Timers and tab events can come while the panes are not mounted yet, or already gone."""
-    try:
+    with contextlib.suppress(NoMatches):
         yield
-    except NoMatches:
-        pass

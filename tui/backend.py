@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import Protocol
 
 from searchgrpo.config import Config
 from searchgrpo.events import EventSink
@@ -25,7 +25,7 @@ from searchgrpo.train.control import TrainerControl
 class TrainRequest:
     """Train with the app's config: a new run, or `resume` the run in `run_dir` (or the newest)."""
 
-    run_dir: Optional[Path] = None
+    run_dir: Path | None = None
     resume: bool = False
 
 
@@ -37,10 +37,10 @@ class EvalRequest:
     baseline: bool = True
     checkpoints: list[str] = field(default_factory=list)
     num_samples: int = 1
-    limit: Optional[int] = None
+    limit: int | None = None
     episodes: bool = False
     """Whole multi-agent episodes per question instead of single SEARCH rounds."""
-    max_rounds: Optional[int] = None
+    max_rounds: int | None = None
     """Episodes: rounds per episode (None: eval.episode_rounds)."""
 
 
@@ -84,8 +84,9 @@ class Backend(Protocol):
     def evaluate(self, cfg: Config, request: EvalRequest, sink: EventSink, stop: threading.Event) -> EvalDone:
         """Run eval; returns where the report is."""
 
-    def merge(self, cfg: Config, request: MergeRequest, sink: EventSink,
-              stop: threading.Event) -> MergeDone | MergeRefused:
+    def merge(
+        self, cfg: Config, request: MergeRequest, sink: EventSink, stop: threading.Event
+    ) -> MergeDone | MergeRefused:
         """Run merge; an existing output is refused, not replaced, unless `request.overwrite`."""
 
     def newest_run(self, output_dir: str | Path) -> Path | None:
@@ -107,19 +108,26 @@ class CoreBackend:
         from searchgrpo import runs
         from searchgrpo.evaluate.inputs import EvalRequest as CoreEvalRequest
 
-        core = CoreEvalRequest(baseline=request.baseline, checkpoints=list(request.checkpoints),
-                               num_samples=request.num_samples, limit=request.limit, episodes=request.episodes,
-                               max_rounds=request.max_rounds)
+        core = CoreEvalRequest(
+            baseline=request.baseline,
+            checkpoints=list(request.checkpoints),
+            num_samples=request.num_samples,
+            limit=request.limit,
+            episodes=request.episodes,
+            max_rounds=request.max_rounds,
+        )
         return EvalDone(str(runs.evaluate(cfg, core, sink, stop)))
 
-    def merge(self, cfg: Config, request: MergeRequest, sink: EventSink,
-              stop: threading.Event) -> MergeDone | MergeRefused:
+    def merge(
+        self, cfg: Config, request: MergeRequest, sink: EventSink, stop: threading.Event
+    ) -> MergeDone | MergeRefused:
         from searchgrpo import runs
         from searchgrpo.export.merge import MergeRequest as CoreMergeRequest
         from searchgrpo.export.merge import OutputExists
 
-        core = CoreMergeRequest(checkpoints=list(request.checkpoints), output_dir=request.output_dir,
-                                overwrite=request.overwrite)
+        core = CoreMergeRequest(
+            checkpoints=list(request.checkpoints), output_dir=request.output_dir, overwrite=request.overwrite
+        )
         try:
             return MergeDone([str(p) for p in runs.merge(cfg, core, sink, stop)])
         except OutputExists as exc:

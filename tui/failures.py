@@ -16,5 +16,4 @@ def traceback_text(error: BaseException) -> str:
 def report_failure(node: DOMNode, what: str, error: BaseException) -> None:
     """Log `error` with its traceback (through the app's event inbox) and notify the user."""
     node.app.inbox.put(LogMessage("error", f"{what} failed: {type(error).__name__}: {error}\n{traceback_text(error)}"))
-    node.notify(f"{type(error).__name__}: {error}", title=f"{what} failed", severity="error", timeout=30,
-                markup=False)
+    node.notify(f"{type(error).__name__}: {error}", title=f"{what} failed", severity="error", timeout=30, markup=False)

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 LABEL_STYLE = {"IMPORTANT": "bold green", "RELEVANT": "yellow", "IRRELEVANT": "red"}
 """The checker's verdicts, coloured the same everywhere."""
 STATUS_STYLE = {
-    "idle": "dim", "starting": "cyan", "running": "bold green", "paused": "bold yellow",
-    "stopping": "yellow", "completed": "bold cyan", "stopped": "cyan", "failed": "bold red",
+    "idle": "dim",
+    "starting": "cyan",
+    "running": "bold green",
+    "paused": "bold yellow",
+    "stopping": "yellow",
+    "completed": "bold cyan",
+    "stopped": "cyan",
+    "failed": "bold red",
 }
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -32,7 +39,7 @@ def fmt_value(key: str, value: float | None) -> str:
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None:
         return "–"
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
@@ -100,5 +107,5 @@ def smooth(values: Sequence[float], weight: float = SMOOTHING) -> list[float]:
             continue
         n += 1
         last = weight * last + (1 - weight) * v
-        out.append(last / (1 - weight ** n))
+        out.append(last / (1 - weight**n))
     return out

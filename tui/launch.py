@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from searchgrpo.config import Config, load_config
 from searchgrpo.errors import UserError
@@ -49,8 +50,9 @@ def launch_console(
     run_config = path.parent / "config.yaml"
     if run_config.is_file():
         cfg, source = load_config(run_config), str(run_config)
-    app = ConsoleApp(cfg, source, source="attach" if attach else "replay", events_path=path,
-                     run_dir=path.parent, compare=paths[1:])
+    app = ConsoleApp(
+        cfg, source, source="attach" if attach else "replay", events_path=path, run_dir=path.parent, compare=paths[1:]
+    )
     return run_console(app)
 
 
@@ -69,5 +71,8 @@ def print_resume_hint(app: Any) -> None:
     if run.info is None or run.status == "completed":
         return
     run_id, run_dir = printable(run.info.run_id, one_line=True), printable(run.info.run_dir, one_line=True)
-    print(f"run {run_id} {run.status} at step {run.step}/{run.total_steps}; continue it with:\n"
-          f"  searchgrpo tui --resume --run-dir {run_dir}", file=sys.stderr)
+    print(
+        f"run {run_id} {run.status} at step {run.step}/{run.total_steps}; continue it with:\n"
+        f"  searchgrpo tui --resume --run-dir {run_dir}",
+        file=sys.stderr,
+    )

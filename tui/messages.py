@@ -17,4 +17,3 @@ class EventsArrived(Message):
     def can_replace(self, message: Message) -> bool:
         # The handler drains the whole inbox, so one pending notice is as good as several.
         return isinstance(message, EventsArrived)
-

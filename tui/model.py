@@ -23,8 +23,17 @@ RECENT_GROUPS = 200
 """Scored groups kept for browsing."""
 LOG_LINES = 5_000
 
-TRAIN_EVENTS = (ev.RunStarted, ev.GroupScored, ev.StepFinished, ev.EvalFinished, ev.CheckpointSaved,
-                ev.RunPaused, ev.RunResumed, ev.RunFinished, ev.RunFailed)
+TRAIN_EVENTS = (
+    ev.RunStarted,
+    ev.GroupScored,
+    ev.StepFinished,
+    ev.EvalFinished,
+    ev.CheckpointSaved,
+    ev.RunPaused,
+    ev.RunResumed,
+    ev.RunFinished,
+    ev.RunFailed,
+)
 
 
 @dataclass
@@ -203,8 +212,12 @@ class ConsoleModel:
             self.note("error", f"{event.job} failed: {event.error}", time=event.time)
         elif isinstance(event, SourceStalled):
             if bool(event.idle_s) != bool(self.run.stalled_s):
-                self.note("warning", f"{event.path}: no new events for {event.idle_s:.0f}s; the run may have stopped"
-                          if event.idle_s else f"{event.path}: events arrive again")
+                self.note(
+                    "warning",
+                    f"{event.path}: no new events for {event.idle_s:.0f}s; the run may have stopped"
+                    if event.idle_s
+                    else f"{event.path}: events arrive again",
+                )
             self.run.stalled_s = event.idle_s
             self.run.version += 1
         elif isinstance(event, Compared):
@@ -248,8 +261,10 @@ def _log_line(event: Any) -> tuple[str, str] | None:
         return "info", f"checkpoint step {event.step} -> {event.path}"
     if isinstance(event, ev.EvalFinished):
         m = event.metrics
-        return "info", (f"eval at step {event.step}: reward {m.get('eval/reward_mean', 0):+.3f}, "
-                        f"IMPORTANT discovery {m.get('eval/important_discovery', 0):.3f}")
+        return "info", (
+            f"eval at step {event.step}: reward {m.get('eval/reward_mean', 0):+.3f}, "
+            f"IMPORTANT discovery {m.get('eval/important_discovery', 0):.3f}"
+        )
     if isinstance(event, ev.RunPaused):
         return "info", f"paused at step {event.step}"
     if isinstance(event, ev.RunResumed):

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from searchgrpo.events import EventSink, LogMessage, RunFailed, RunFinished, RunStarted
 from tui.event_check import decode_event
@@ -135,15 +136,25 @@ class JsonlFollower:
         if new <= 0:
             return None
         self._reported = self.skipped
-        text = (f"{self.path}: skipped {new} malformed event line(s) ({self.skipped} in all)"
-                f"{': ' if self.problems else ''}{'; '.join(self.problems)}")
+        text = (
+            f"{self.path}: skipped {new} malformed event line(s) ({self.skipped} in all)"
+            f"{': ' if self.problems else ''}{'; '.join(self.problems)}"
+        )
         self.problems = []
         return LogMessage("warning", text)
 
 
-def follow_events(path: Path, sink: EventSink, stop: threading.Event, *, follow: bool, poll: float = 0.25,
-                  stall_after: float = STALL_AFTER, max_line: int = MAX_LINE,
-                  clock: Callable[[], float] = time.monotonic) -> None:
+def follow_events(
+    path: Path,
+    sink: EventSink,
+    stop: threading.Event,
+    *,
+    follow: bool,
+    poll: float = 0.25,
+    stall_after: float = STALL_AFTER,
+    max_line: int = MAX_LINE,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
     """Send every event of `path` to `sink`; with `follow`, keep sending new ones until `stop`."""
     reader = JsonlFollower(path, max_line)
     last_growth, stalled_for, ended = clock(), 0, False

@@ -27,8 +27,9 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from searchgrpo.agents.http_exchange import (
     ExchangeTimeout,
@@ -91,8 +92,9 @@ def checked_api_key(key: str, where: str) -> str:
             check_header_value("Authorization", key)
         except RequestNotBuilt as exc:
             what = str(exc).split(" would hold ", 1)[1]
-            raise UserError(f"{where} holds {what} of its {len(key)} characters; the key was not used "
-                            "(set it again without it)") from None
+            raise UserError(
+                f"{where} holds {what} of its {len(key)} characters; the key was not used (set it again without it)"
+            ) from None
         add_secret(key)
     return key
 
@@ -119,8 +121,9 @@ class ChatClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
-        self._api_key = (checked_api_key(api_key, "the API key") if api_key is not None
-                         else api_key_from_env(api_key_env))
+        self._api_key = (
+            checked_api_key(api_key, "the API key") if api_key is not None else api_key_from_env(api_key_env)
+        )
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.retry_deadline_s = retry_deadline_s
@@ -151,8 +154,9 @@ class ChatClient:
         data = json.dumps(body).encode("utf-8") if body is not None else None
         url = self.base_url + path
         try:
-            _, raw = exchange(method, url, body=data, headers=self._headers(), timeout_s=timeout,
-                              max_bytes=self.max_reply_bytes)
+            _, raw = exchange(
+                method, url, body=data, headers=self._headers(), timeout_s=timeout, max_bytes=self.max_reply_bytes
+            )
         except RequestNotBuilt as exc:
             raise RequestInvalid(f"checker request to {url} could not be built ({exc}); nothing was sent") from None
         except ReplyTooLarge as exc:
@@ -172,11 +176,14 @@ class ChatClient:
             except StatusError as exc:
                 if exc.status in (401, 403):
                     where = f"${self.api_key_env}" if self.api_key_env else "the API key"
-                    raise UserError(f"checker server {url} refused the API key (HTTP {exc.status}); "
-                                    f"check {where}") from None
+                    raise UserError(
+                        f"checker server {url} refused the API key (HTTP {exc.status}); check {where}"
+                    ) from None
                 if exc.status != 503 or time.monotonic() >= deadline:  # 503: llama.cpp still loading
-                    raise ServerUnavailable(f"checker server {url} answered HTTP {exc.status}; is it an "
-                                            "OpenAI-compatible server (base URL ending in /v1)?") from None
+                    raise ServerUnavailable(
+                        f"checker server {url} answered HTTP {exc.status}; is it an "
+                        "OpenAI-compatible server (base URL ending in /v1)?"
+                    ) from None
             except (OSError, ValueError, http.client.HTTPException) as exc:
                 if time.monotonic() >= deadline:
                     raise ServerUnavailable(
@@ -213,8 +220,10 @@ class ChatClient:
                 return reply
             except StatusError as exc:
                 if exc.status not in RETRYABLE_STATUS:
-                    raise RequestRejected(f"checker server {url} rejected a request (HTTP {exc.status}): "
-                                          f"{_one_line(exc.body)}", exc.status) from None
+                    raise RequestRejected(
+                        f"checker server {url} rejected a request (HTTP {exc.status}): {_one_line(exc.body)}",
+                        exc.status,
+                    ) from None
                 error = f"HTTP {exc.status}"
             except (OSError, ValueError, http.client.HTTPException) as exc:
                 # HTTPException: a reply cut short (IncompleteRead) or a bad status line.
@@ -248,8 +257,11 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return "reply is not UTF-8"
     text = str(getattr(exc, "strerror", None) or exc)
-    return f"{type(exc).__name__}: {text}" if text and not text.startswith(type(exc).__name__) else \
-        (text or type(exc).__name__)
+    return (
+        f"{type(exc).__name__}: {text}"
+        if text and not text.startswith(type(exc).__name__)
+        else (text or type(exc).__name__)
+    )
 
 
 def reply_text(reply: dict[str, Any]) -> str:
@@ -266,8 +278,14 @@ def gbnf_choice(words: Sequence[str]) -> str:
     return "root ::= " + " | ".join(json.dumps(w) for w in words)
 
 
-def constrain(body: dict[str, Any], mode: str, *, choices: Sequence[str] | None = None,
-              schema: dict[str, Any] | None = None, name: str = "answer") -> dict[str, Any]:
+def constrain(
+    body: dict[str, Any],
+    mode: str,
+    *,
+    choices: Sequence[str] | None = None,
+    schema: dict[str, Any] | None = None,
+    name: str = "answer",
+) -> dict[str, Any]:
     """`body` with the reply constrained to one of `choices` or to `schema`, in the server's dialect.
 
     `grammar`: llama.cpp (GBNF for choices; its `json_schema` field for schemas). `json_schema`:
@@ -291,7 +309,10 @@ def constrain(body: dict[str, Any], mode: str, *, choices: Sequence[str] | None 
     else:
         if choices is not None:
             schema = choice_schema(choices)
-        out["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+        out["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": name, "strict": True, "schema": schema},
+        }
     return out
 
 

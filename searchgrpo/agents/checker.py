@@ -15,8 +15,9 @@ backend, which labels from the data with no model:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Protocol
 
 from searchgrpo.data.corpus import Corpus
 from searchgrpo.data.labels import Label, QuestionLabels

@@ -53,9 +53,15 @@ def open_endpoint(cc: CheckerConfig) -> ChatEndpoint:
     else:
         base_url, cache_model = cc.server, ""
     try:
-        client = ChatClient(base_url, api_key_env=cc.api_key_env, api_key=key, timeout_s=cc.timeout_s,
-                            max_retries=cc.max_retries, retry_deadline_s=cc.retry_deadline_s,
-                            max_reply_bytes=cc.max_reply_bytes)
+        client = ChatClient(
+            base_url,
+            api_key_env=cc.api_key_env,
+            api_key=key,
+            timeout_s=cc.timeout_s,
+            max_retries=cc.max_retries,
+            retry_deadline_s=cc.retry_deadline_s,
+            max_reply_bytes=cc.max_reply_bytes,
+        )
         served = client.health(timeout_s=5.0)
         model = cc.model or (server.alias if server else (served[0] if served else None))
         if model is None:
@@ -77,8 +83,13 @@ def open_llm_checker(cc: CheckerConfig, cache_root: Path, endpoint: ChatEndpoint
     endpoint = endpoint or open_endpoint(cc)
     cache_file = Path(cc.cache_path).expanduser() if cc.cache_path else cache_root / "verdicts.sqlite"
     return LLMChecker(
-        endpoint.client, endpoint.model, structured_output=endpoint.structured_output, max_tokens=cc.max_tokens,
-        max_doc_chars=cc.max_doc_chars, max_concurrency=cc.max_concurrency,
-        cache=VerdictCache(cache_file) if cc.cache else None, cache_model=endpoint.cache_model,
+        endpoint.client,
+        endpoint.model,
+        structured_output=endpoint.structured_output,
+        max_tokens=cc.max_tokens,
+        max_doc_chars=cc.max_doc_chars,
+        max_concurrency=cc.max_concurrency,
+        cache=VerdictCache(cache_file) if cc.cache else None,
+        cache_model=endpoint.cache_model,
         on_close=endpoint.close if owned else None,
     )

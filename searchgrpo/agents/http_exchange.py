@@ -16,6 +16,7 @@ the configured server and nowhere else.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import re
 import socket
@@ -53,13 +54,18 @@ def check_header_value(name: str, value: str) -> None:
     controls, anything outside printable ASCII); the message names the header, not the value."""
     bad = _FORBIDDEN_IN_HEADER.search(value)
     if bad:
-        kind = {"\r": "a CR", "\n": "an LF"}.get(bad.group(), "a control character" if bad.group() < " " or
-                                                  bad.group() == "\x7f" else "a character outside printable ASCII")
+        kind = {"\r": "a CR", "\n": "an LF"}.get(
+            bad.group(),
+            "a control character"
+            if bad.group() < " " or bad.group() == "\x7f"
+            else "a character outside printable ASCII",
+        )
         raise RequestNotBuilt(f"the {name} header would hold {kind} (at position {bad.start()})")
 
 
-def exchange(method: str, url: str, *, body: bytes | None, headers: dict[str, str], timeout_s: float,
-             max_bytes: int) -> tuple[int, bytes]:
+def exchange(
+    method: str, url: str, *, body: bytes | None, headers: dict[str, str], timeout_s: float, max_bytes: int
+) -> tuple[int, bytes]:
     """(status, body) of one request. Raises RequestNotBuilt, ExchangeTimeout, ReplyTooLarge,
     StatusError (non-2xx), or what the connection raised (OSError, HTTPException)."""
     parts = urlsplit(url)
@@ -83,10 +89,8 @@ def exchange(method: str, url: str, *, body: bytes | None, headers: dict[str, st
         cut.set()
         sock = conn.sock
         if sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked read; the exchange fails at once
-            except OSError:
-                pass
 
     timer = threading.Timer(timeout_s, watchdog)
     timer.daemon = True

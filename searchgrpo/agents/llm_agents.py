@@ -53,7 +53,7 @@ PLANNER_PROMPT = (
 ENTITY_PROMPT = (
     "You are the EntityManager of a deep-search team. From the document, list at most "
     f"{MAX_ENTITIES} named entities (people, places, works, organisations, dates) that help answer "
-    'the question, each with its type and one short fact from the document. Answer in JSON: '
+    "the question, each with its type and one short fact from the document. Answer in JSON: "
     '{"entities": [{"name": ..., "type": ..., "fact": ...}]}.'
 )
 
@@ -120,8 +120,9 @@ class LLMEntityManager(_LLMAgent):
             if doc.docid in read:
                 continue
             if doc.title not in entities:
-                entities[doc.title] = Entity(doc.title, "document", tuple(s[:200] for s in sentences(doc.text)[:2]),
-                                             (doc.docid,))
+                entities[doc.title] = Entity(
+                    doc.title, "document", tuple(s[:200] for s in sentences(doc.text)[:2]), (doc.docid,)
+                )
             found = self._extract(question, doc)
             if found is None:
                 self.fallbacks += 1
@@ -134,8 +135,12 @@ class LLMEntityManager(_LLMAgent):
 
     def _extract(self, question: str, doc: Document) -> list[Entity] | None:
         text = " ".join(doc.text.split())[: self.max_doc_chars]
-        reply = self._ask(ENTITY_PROMPT, f"Question: {question}\n\nDocument title: {doc.title}\nDocument text: {text}",
-                          schema=ENTITY_SCHEMA, name="entities")
+        reply = self._ask(
+            ENTITY_PROMPT,
+            f"Question: {question}\n\nDocument title: {doc.title}\nDocument text: {text}",
+            schema=ENTITY_SCHEMA,
+            name="entities",
+        )
         try:
             data = json.loads(reply)
         except json.JSONDecodeError:

@@ -11,7 +11,8 @@ labelled IRRELEVANT; it never stops a run.
 
 Verdicts are looked up in the `VerdictCache` first, keyed by digests of the question, of the
 document as shown and of the prompt's wording (`PROMPT_ID`); only misses are sent,
-`max_concurrency` at a time. `stats()` returns running counters that the trainer turns into per-step `checker/*` metrics.
+`max_concurrency` at a time. `stats()` returns running counters that the trainer turns into per-step
+`checker/*` metrics.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from searchgrpo.agents.chat_client import ChatClient, RequestRejected, constrain, reply_text
 from searchgrpo.agents.checker import CheckRequest, Verdict
@@ -59,8 +61,13 @@ def user_prompt(request: CheckRequest, max_doc_chars: int) -> str:
     if request.sub_goals:
         lines.append("Sub-goals:")
         lines += [f"{i}. {g}" for i, g in enumerate(request.sub_goals, 1)]
-    lines += ["", f"Document title: {request.title}", f"Document text: {text}", "",
-              "Label (IMPORTANT, RELEVANT or IRRELEVANT):"]
+    lines += [
+        "",
+        f"Document title: {request.title}",
+        f"Document text: {text}",
+        "",
+        "Label (IMPORTANT, RELEVANT or IRRELEVANT):",
+    ]
     return "\n".join(lines)
 
 
@@ -72,8 +79,10 @@ def _prompt_id() -> str:
 
 
 def build_messages(request: CheckRequest, max_doc_chars: int) -> list[dict[str, str]]:
-    return [{"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": user_prompt(request, max_doc_chars)}]
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": user_prompt(request, max_doc_chars)},
+    ]
 
 
 def parse_label(text: str) -> Label | None:
@@ -170,8 +179,16 @@ class LLMChecker:
 
     def check(self, requests: Sequence[CheckRequest]) -> list[Verdict]:
         start = time.monotonic()
-        keys = [CacheKey(question_key(r.question, r.sub_goals), r.docid, self.cache_model, PROMPT_ID,
-                         document_key(r.title, shown_text(r.text, self.max_doc_chars))) for r in requests]
+        keys = [
+            CacheKey(
+                question_key(r.question, r.sub_goals),
+                r.docid,
+                self.cache_model,
+                PROMPT_ID,
+                document_key(r.title, shown_text(r.text, self.max_doc_chars)),
+            )
+            for r in requests
+        ]
         known: dict[CacheKey, Verdict] = {}
         if self.cache is not None:
             known = {k: Verdict(Label(label), reason) for k, (label, reason) in self.cache.get_many(set(keys)).items()}

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from searchgrpo.data.corpus import Document
 from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState
@@ -30,12 +31,82 @@ RULES_VERSION = 3
 _WORD = r"(?:[A-Z]\.|[A-Z][\w'\-]*)"
 _NAME = re.compile(rf"\b{_WORD}(?:\s+(?:(?:of|the|de|van|von|du|la|da|der|del)\s+)?{_WORD})*")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-_STOP_NAMES = {"It", "He", "She", "They", "The", "A", "An", "In", "On", "At", "His", "Her", "Its", "This",
-               "That", "These", "Those", "As", "After", "Before", "During", "When", "While", "Records", "Local",
-               "Who", "Whom", "Whose", "What", "Which", "Where", "Why", "How", "Do", "Does", "Did", "Are", "Is",
-               "Was", "Were", "Has", "Have", "Had", "Can", "Could", "Will", "Would", "Both"}
-_QUESTION_WORDS = {"what", "which", "who", "whom", "whose", "where", "when", "why", "how", "in", "is", "was",
-                   "were", "did", "does", "do", "the", "a", "an", "of", "and", "are", "same", "by"}
+_STOP_NAMES = {
+    "It",
+    "He",
+    "She",
+    "They",
+    "The",
+    "A",
+    "An",
+    "In",
+    "On",
+    "At",
+    "His",
+    "Her",
+    "Its",
+    "This",
+    "That",
+    "These",
+    "Those",
+    "As",
+    "After",
+    "Before",
+    "During",
+    "When",
+    "While",
+    "Records",
+    "Local",
+    "Who",
+    "Whom",
+    "Whose",
+    "What",
+    "Which",
+    "Where",
+    "Why",
+    "How",
+    "Do",
+    "Does",
+    "Did",
+    "Are",
+    "Is",
+    "Was",
+    "Were",
+    "Has",
+    "Have",
+    "Had",
+    "Can",
+    "Could",
+    "Will",
+    "Would",
+    "Both",
+}
+_QUESTION_WORDS = {
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "where",
+    "when",
+    "why",
+    "how",
+    "in",
+    "is",
+    "was",
+    "were",
+    "did",
+    "does",
+    "do",
+    "the",
+    "a",
+    "an",
+    "of",
+    "and",
+    "are",
+    "same",
+    "by",
+}
 
 
 def sentences(text: str) -> list[str]:
@@ -94,7 +165,7 @@ class RuleExecutor:
         goal = open_goals[0] if open_goals else ""
         clues = [keywords(question)]
         q_names = names_in(question)
-        second = " ".join(q_names + [keywords(goal)]).strip()
+        second = " ".join([*q_names, keywords(goal)]).strip()
         if second and second.lower() != clues[0].lower():
             clues.append(second)
         known = [e.name for e in state.entities if e.name not in q_names]
@@ -117,7 +188,7 @@ class RuleEntityManager:
             if own is None:
                 entities[doc.title] = Entity(doc.title, "document", facts, (doc.docid,))
             elif doc.docid not in own.source_docids:
-                entities[doc.title] = replace(own, source_docids=own.source_docids + (doc.docid,))
+                entities[doc.title] = replace(own, source_docids=(*own.source_docids, doc.docid))
             for sentence in sentences(doc.text):
                 for name in names_in(sentence):
                     if name == doc.title or name in q_names or name in entities:
@@ -131,8 +202,6 @@ def update_goals(goals: tuple[Goal, ...], important_count: int) -> tuple[Goal, .
     return tuple(replace(g, status="done" if important_count >= i + 1 else "open") for i, g in enumerate(goals))
 
 
-def merge_documents(
-    known: tuple[DocumentRecord, ...], new: list[DocumentRecord]
-) -> tuple[DocumentRecord, ...]:
+def merge_documents(known: tuple[DocumentRecord, ...], new: list[DocumentRecord]) -> tuple[DocumentRecord, ...]:
     seen = {d.docid for d in known}
     return known + tuple(d for d in new if d.docid not in seen)

@@ -19,8 +19,9 @@ import ipaddress
 import os
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from searchgrpo.agents.chat_client import ChatClient, api_key_from_env
 from searchgrpo.errors import UserError
@@ -65,9 +66,19 @@ def model_name(gguf: Path) -> str:
 class EmbeddedServer:
     """llama.cpp serving one GGUF over HTTP in this process (see the module docstring)."""
 
-    def __init__(self, gguf: str | Path, *, host: str = "127.0.0.1", port: int = 0, parallel: int = 4,
-                 threads: int = 0, alias: str | None = None, api_key: str | None = None,
-                 lora: str | Path | None = None, slot_context: int = 0) -> None:
+    def __init__(
+        self,
+        gguf: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        parallel: int = 4,
+        threads: int = 0,
+        alias: str | None = None,
+        api_key: str | None = None,
+        lora: str | Path | None = None,
+        slot_context: int = 0,
+    ) -> None:
         self.gguf = Path(gguf).expanduser()
         self.host = host
         self.port = check_port(port)
@@ -91,7 +102,7 @@ class EmbeddedServer:
     def running(self) -> bool:
         return self._server is not None
 
-    def start(self, health_timeout_s: float = 60.0) -> "EmbeddedServer":
+    def start(self, health_timeout_s: float = 60.0) -> EmbeddedServer:
         """Load the model, listen, and wait until /v1/models answers."""
         if not self.gguf.is_file():
             raise UserError(f"checker.gguf: {self.gguf} not found")
@@ -120,8 +131,10 @@ class EmbeddedServer:
                 self._server = xllamacpp.Server(params)
             except RuntimeError as exc:
                 where = f"{self.host}:{self.port}" if self.port else self.host
-                raise UserError(f"embedded checker server did not start on {where} with {self.gguf.name} "
-                                f"({exc}); is the port taken or the file not a GGUF model?") from None
+                raise UserError(
+                    f"embedded checker server did not start on {where} with {self.gguf.name} "
+                    f"({exc}); is the port taken or the file not a GGUF model?"
+                ) from None
             self.port = int(self._server.listening_address.rstrip("/").rsplit(":", 1)[1])
         ChatClient(self.base_url, api_key=self.api_key or "").health(timeout_s=health_timeout_s)
         return self
@@ -134,16 +147,16 @@ class EmbeddedServer:
             del server
             gc.collect()
 
-    def __enter__(self) -> "EmbeddedServer":
+    def __enter__(self) -> EmbeddedServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-
-def serve_until_interrupted(cfg: Any, *, host: str, port: int, api_key_env: str | None, insecure: bool,
-                            say: Callable[..., None]) -> None:
+def serve_until_interrupted(
+    cfg: Any, *, host: str, port: int, api_key_env: str | None, insecure: bool, say: Callable[..., None]
+) -> None:
     """`searchgrpo serve`: checker.gguf on host:port until Ctrl-C. The key in `$api_key_env` (else
     $checker.api_key_env, when set) is required of every request; an address other than loopback
     needs `api_key_env` given explicitly, or `insecure` (then a warning is said)."""
@@ -157,18 +170,26 @@ def serve_until_interrupted(cfg: Any, *, host: str, port: int, api_key_env: str 
         raise UserError(f"--api-key-env {api_key_env}: ${api_key_env} is not set; export the key clients must send")
     if not is_loopback(host):
         if not (api_key_env or insecure):
-            raise UserError(f"--host {host} can be reached from other machines: give --api-key-env VAR (a variable "
-                            "holding the key clients must send), or --insecure to serve without one")
+            raise UserError(
+                f"--host {host} can be reached from other machines: give --api-key-env VAR (a variable "
+                "holding the key clients must send), or --insecure to serve without one"
+            )
         if not key:
-            say(f"warning: serving on {host} without an API key (--insecure): anyone who can reach it can use "
-                "the model", warning=True)
+            say(
+                f"warning: serving on {host} without an API key (--insecure): anyone who can reach it can use "
+                "the model",
+                warning=True,
+            )
     gguf = Path(cc.gguf).expanduser() if cc.gguf else embedded_gguf_path()
-    server = EmbeddedServer(gguf, host=host, port=port, parallel=cc.max_concurrency, threads=cc.server_threads,
-                            api_key=key)
+    server = EmbeddedServer(
+        gguf, host=host, port=port, parallel=cc.max_concurrency, threads=cc.server_threads, api_key=key
+    )
     with server:
         try:
-            say(f"serving {server.alias} at {server.base_url} ({server.parallel} slots, {server.threads} threads"
-                f"{', API key required' if key else ''})")
+            say(
+                f"serving {server.alias} at {server.base_url} ({server.parallel} slots, {server.threads} threads"
+                f"{', API key required' if key else ''})"
+            )
             say(f"use it with:  --set checker.backend=llm --set checker.server={server.base_url}", warning=False)
             while True:
                 time.sleep(1)

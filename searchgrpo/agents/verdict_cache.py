@@ -19,9 +19,9 @@ import hashlib
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 TABLE = "verdicts_v2"
 SCHEMA = f"""
@@ -68,8 +68,9 @@ class VerdictCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, check_same_thread=False,
-                                   isolation_level=None)
+        self._db = sqlite3.connect(
+            str(self.path), timeout=busy_timeout_s, check_same_thread=False, isolation_level=None
+        )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(SCHEMA)
@@ -83,7 +84,7 @@ class VerdictCache:
         with self._lock:
             for (model, version), group in by_group.items():
                 for start in range(0, len(group), _CHUNK):
-                    chunk = group[start:start + _CHUNK]
+                    chunk = group[start : start + _CHUNK]
                     wanted = {(k.question_key, k.docid, k.doc_key): k for k in chunk}
                     marks = ",".join("(?, ?, ?)" for _ in chunk)
                     rows = self._db.execute(
@@ -98,8 +99,10 @@ class VerdictCache:
     def put_many(self, items: Iterable[tuple[CacheKey, str, str]]) -> None:
         """Store (key, label, reason) rows in one transaction; an existing row is kept."""
         now = time.time()
-        rows = [(k.question_key, k.docid, k.doc_key, k.model, k.prompt_version, label, reason, now)
-                for k, label, reason in items]
+        rows = [
+            (k.question_key, k.docid, k.doc_key, k.model, k.prompt_version, label, reason, now)
+            for k, label, reason in items
+        ]
         if not rows:
             return
         with self._lock:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from searchgrpo.errors import IssueLog, UserError
 from searchgrpo.fileio import atomic_write_text
@@ -108,5 +108,7 @@ def complete_corpus(path: Path, documents: list[Document]) -> tuple[list[Documen
     given = {d.docid for d in documents}
     complete = [*documents, *(d for d in existing if d.docid not in given)]
     write_corpus(path, complete)
-    return complete, (f"{path}: rewritten for the question set as it is now ({added} documents added, {changed} "
-                      f"changed, {len(complete) - len(documents)} kept for earlier traces)")
+    return complete, (
+        f"{path}: rewritten for the question set as it is now ({added} documents added, {changed} "
+        f"changed, {len(complete) - len(documents)} kept for earlier traces)"
+    )

@@ -40,20 +40,33 @@ class Dataset:
         if len(issues) > shown:
             lines.append(f"... and {len(issues) - shown} more malformed inputs skipped")
         if issues:
-            lines.append(f"{len(issues)} malformed inputs skipped in all (data.strict / --strict stops at the "
-                         "first instead)")
+            lines.append(
+                f"{len(issues)} malformed inputs skipped in all (data.strict / --strict stops at the first instead)"
+            )
         return lines
 
 
-def read_dataset(data: DataConfig, traces_dir: Path, corpus_path: Path, *, split: bool = True,
-                 strict: bool | None = None, is_demo: bool = False) -> Dataset:
+def read_dataset(
+    data: DataConfig,
+    traces_dir: Path,
+    corpus_path: Path,
+    *,
+    split: bool = True,
+    strict: bool | None = None,
+    is_demo: bool = False,
+) -> Dataset:
     """Read the corpus and the traces' states. With `split`, the questions are split into train and
     eval (`data.eval_fraction`); without, every state is an eval state (a held-out set)."""
     strict = data.strict if strict is None else strict
     issues = IssueLog(strict)
     corpus = load_corpus(corpus_path, issues)
-    loaded = load_states(traces_dir, min_clues_per_round=data.min_clues_per_round,
-                         max_samples_per_question=data.max_samples_per_question, strict=strict, seed=data.split_seed)
+    loaded = load_states(
+        traces_dir,
+        min_clues_per_round=data.min_clues_per_round,
+        max_samples_per_question=data.max_samples_per_question,
+        strict=strict,
+        seed=data.split_seed,
+    )
     issues.issues.extend(loaded.issues.issues)
     if not loaded.states:
         raise UserError(
@@ -66,5 +79,6 @@ def read_dataset(data: DataConfig, traces_dir: Path, corpus_path: Path, *, split
             raise UserError(f"{traces_dir}: every question went to eval; lower data.eval_fraction")
     else:
         train, evals = [], loaded.states
-    return Dataset(corpus, train, evals, loaded.labels, issues, traces_dir, corpus_path, is_demo, loaded.initial,
-                   loaded.answers)
+    return Dataset(
+        corpus, train, evals, loaded.labels, issues, traces_dir, corpus_path, is_demo, loaded.initial, loaded.answers
+    )

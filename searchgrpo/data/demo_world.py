@@ -16,36 +16,134 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from searchgrpo.data.corpus import Document
 from searchgrpo.data.questions import QuestionRecord
 
 GENERATOR_VERSION = 1
 
-_ONSETS = ["b", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "kr",
-           "st", "th", "sh", "tr"]
+_ONSETS = [
+    "b",
+    "d",
+    "f",
+    "g",
+    "h",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "z",
+    "br",
+    "dr",
+    "kr",
+    "st",
+    "th",
+    "sh",
+    "tr",
+]
 _VOWELS = ["a", "e", "i", "o", "u", "a", "e", "o", "ai", "ei"]
 _CODAS = ["", "", "", "", "n", "r", "l", "s", "m", "k", "th", "nd"]
-_COMPANY_KINDS = [("Systems", "software"), ("Dynamics", "robotics"), ("Labs", "biotechnology"),
-                  ("Motors", "automotive"), ("Foods", "food processing"), ("Works", "steel"),
-                  ("Energy", "energy"), ("Textiles", "textile"), ("Aerospace", "aerospace"),
-                  ("Pharma", "pharmaceutical"), ("Shipping", "shipping"), ("Games", "video game")]
-_FILM_ADJ = ["Silent", "Crimson", "Hollow", "Golden", "Broken", "Distant", "Burning", "Frozen", "Hidden",
-             "Last", "Wandering", "Quiet", "Scarlet", "Endless", "Forgotten", "Iron", "Pale", "Wild"]
-_FILM_NOUN = ["Harbor", "Winter", "Orchard", "Signal", "Mirror", "Garden", "Tide", "Crown", "Lantern",
-              "Frontier", "Echo", "River", "Citadel", "Voyage", "Meadow", "Archive", "Summit", "Veil"]
+_COMPANY_KINDS = [
+    ("Systems", "software"),
+    ("Dynamics", "robotics"),
+    ("Labs", "biotechnology"),
+    ("Motors", "automotive"),
+    ("Foods", "food processing"),
+    ("Works", "steel"),
+    ("Energy", "energy"),
+    ("Textiles", "textile"),
+    ("Aerospace", "aerospace"),
+    ("Pharma", "pharmaceutical"),
+    ("Shipping", "shipping"),
+    ("Games", "video game"),
+]
+_FILM_ADJ = [
+    "Silent",
+    "Crimson",
+    "Hollow",
+    "Golden",
+    "Broken",
+    "Distant",
+    "Burning",
+    "Frozen",
+    "Hidden",
+    "Last",
+    "Wandering",
+    "Quiet",
+    "Scarlet",
+    "Endless",
+    "Forgotten",
+    "Iron",
+    "Pale",
+    "Wild",
+]
+_FILM_NOUN = [
+    "Harbor",
+    "Winter",
+    "Orchard",
+    "Signal",
+    "Mirror",
+    "Garden",
+    "Tide",
+    "Crown",
+    "Lantern",
+    "Frontier",
+    "Echo",
+    "River",
+    "Citadel",
+    "Voyage",
+    "Meadow",
+    "Archive",
+    "Summit",
+    "Veil",
+]
 _GENRES = ["drama", "thriller", "comedy", "science fiction", "documentary", "war", "romance", "horror"]
-_OCCUPATIONS = ["engineer", "entrepreneur", "chemist", "economist", "architect", "physician", "inventor",
-                "investor", "designer", "lawyer"]
+_OCCUPATIONS = [
+    "engineer",
+    "entrepreneur",
+    "chemist",
+    "economist",
+    "architect",
+    "physician",
+    "inventor",
+    "investor",
+    "designer",
+    "lawyer",
+]
 _DIRECTOR_OCCUPATIONS = ["film director", "screenwriter", "film director and producer", "cinematographer"]
-_SUBJECTS = ["physics", "law", "economics", "medicine", "chemistry", "history", "mathematics",
-             "architecture", "philosophy", "film studies", "engineering", "literature"]
+_SUBJECTS = [
+    "physics",
+    "law",
+    "economics",
+    "medicine",
+    "chemistry",
+    "history",
+    "mathematics",
+    "architecture",
+    "philosophy",
+    "film studies",
+    "engineering",
+    "literature",
+]
 _NATIONS = ["Quellish", "Varnian", "Ostrandic", "Meridese", "Talvian", "Korrenian"]
 _CITY_ADJ = ["coastal", "mountain", "river", "industrial", "university", "market", "harbour", "lakeside"]
-_EVENTS = ["Jazz Festival", "Marathon", "Book Fair", "Film Week", "Science Fair", "Harvest Market",
-           "Chess Open", "Regatta"]
+_EVENTS = [
+    "Jazz Festival",
+    "Marathon",
+    "Book Fair",
+    "Film Week",
+    "Science Fair",
+    "Harvest Market",
+    "Chess Open",
+    "Regatta",
+]
 _FILLERS = [
     "Records from the early years are incomplete.",
     "The name is sometimes spelled differently in older sources.",
@@ -56,7 +154,7 @@ _FILLERS = [
 
 
 def _docid(title: str, text: str) -> str:
-    return "demo-" + hashlib.sha1(f"{title}\n{text}".encode("utf-8")).hexdigest()[:12]
+    return "demo-" + hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -67,7 +165,9 @@ class _Names:
     used: set[str] = field(default_factory=set)
 
     def word(self, syllables: int) -> str:
-        parts = [self.rng.choice(_ONSETS) + self.rng.choice(_VOWELS) + self.rng.choice(_CODAS) for _ in range(syllables)]
+        parts = [
+            self.rng.choice(_ONSETS) + self.rng.choice(_VOWELS) + self.rng.choice(_CODAS) for _ in range(syllables)
+        ]
         return "".join(parts).capitalize()
 
     def unique(self, make) -> str:
@@ -97,8 +197,8 @@ class _Person:
     name: str
     pronoun: str
     born: int
-    city: "_City"
-    university: "_University"
+    city: _City
+    university: _University
     subject: str
     occupation: str
     nation: str
@@ -127,15 +227,21 @@ class _WorldBuilder:
         n_regions = max(4, size_hint // 25)
         self.regions = [f"{self.names.place()} Valley" if i % 2 else self.names.place() for i in range(n_regions)]
         self.cities = [
-            _City(self.names.place(), self.rng.choice(self.regions), self.rng.choice(_CITY_ADJ),
-                  self.rng.randrange(20, 900) * 1000)
+            _City(
+                self.names.place(),
+                self.rng.choice(self.regions),
+                self.rng.choice(_CITY_ADJ),
+                self.rng.randrange(20, 900) * 1000,
+            )
             for _ in range(max(8, size_hint // 4))
         ]
         self.universities = []
         for _ in range(max(4, size_hint // 8)):
             city = self.rng.choice(self.cities)
             name = self.names.unique(lambda: f"University of {self.names.word(2)}")
-            self.universities.append(_University(name, city, self.rng.randrange(1500, 1990), self.rng.choice(_SUBJECTS)))
+            self.universities.append(
+                _University(name, city, self.rng.randrange(1500, 1990), self.rng.choice(_SUBJECTS))
+            )
         self.documents: list[Document] = []
         self.doc_of: dict[str, Document] = {}
         for city in self.cities:

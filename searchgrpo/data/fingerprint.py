@@ -25,7 +25,12 @@ def _digest(items: object) -> str:
 def data_fingerprint(ds: Dataset) -> dict[str, str]:
     """{"corpus": digest, "traces": digest}: equal exactly when training would read the same data."""
     corpus = ((d.docid, d.title, d.text) for d in ds.corpus)
-    states = sorted(((s.state_id, s.question, list(s.answers), s.round, s.before.to_json(), list(s.original_clues))
-                     for s in [*ds.train, *ds.eval]), key=lambda t: t[0])
+    states = sorted(
+        (
+            (s.state_id, s.question, list(s.answers), s.round, s.before.to_json(), list(s.original_clues))
+            for s in [*ds.train, *ds.eval]
+        ),
+        key=lambda t: t[0],
+    )
     labels = sorted((qid, {d: lab.value for d, lab in sorted(q.labels.items())}) for qid, q in ds.labels.items())
     return {"corpus": _digest(corpus), "traces": _digest([*states, *labels])}

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable
 
 
 class Label(str, Enum):
@@ -15,7 +15,7 @@ class Label(str, Enum):
     IRRELEVANT = "IRRELEVANT"
 
     @classmethod
-    def parse(cls, text: object) -> "Label | None":
+    def parse(cls, text: object) -> Label | None:
         if isinstance(text, str) and text.strip().upper() in cls.__members__:
             return cls[text.strip().upper()]
         return None

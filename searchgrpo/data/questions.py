@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from searchgrpo.data.corpus import Document, parse_document
 from searchgrpo.errors import IssueLog, UserError
@@ -70,7 +70,7 @@ def parse_question(obj: object) -> QuestionRecord:
         if d.get("gold"):
             gold.add(doc.docid)
     if not gold:
-        raise ValueError("no gold (evidence) document: at least one doc needs \"gold\": true")
+        raise ValueError('no gold (evidence) document: at least one doc needs "gold": true')
     sub_goals = obj.get("sub_goals", [])
     if not isinstance(sub_goals, list) or not all(isinstance(s, str) for s in sub_goals):
         raise ValueError("field 'sub_goals' must be a list of strings")

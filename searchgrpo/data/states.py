@@ -142,8 +142,11 @@ def _initial_state(run_dir: Path, rounds: dict[int, RoundState], missing: set[in
     if not state.sub_goals:
         planned = next((r for _, r in sorted(rounds.items()) if r.sub_goals), None)
         if planned is not None:
-            state = replace(state, sub_goals=planned.sub_goals,
-                            goals=tuple(replace(g, status="open", answer=None) for g in planned.goals))
+            state = replace(
+                state,
+                sub_goals=planned.sub_goals,
+                goals=tuple(replace(g, status="open", answer=None) for g in planned.goals),
+            )
     return state
 
 

@@ -118,18 +118,32 @@ class SearchState:
 
 def state_to_json(state: SearchState) -> dict[str, Any]:
     """A training state as JSON (read back by `state_from_json`)."""
-    return {"state_id": state.state_id, "question_id": state.question_id, "question": state.question,
-            "answers": list(state.answers), "round": state.round, "before": state.before.to_json(),
-            "original_clues": list(state.original_clues), "source": state.source}
+    return {
+        "state_id": state.state_id,
+        "question_id": state.question_id,
+        "question": state.question,
+        "answers": list(state.answers),
+        "round": state.round,
+        "before": state.before.to_json(),
+        "original_clues": list(state.original_clues),
+        "source": state.source,
+    }
 
 
 def state_from_json(obj: dict[str, Any]) -> SearchState:
     """The training state `state_to_json` wrote; raises SchemaError naming a bad field."""
     if not isinstance(obj, dict):
         raise SchemaError("expected a JSON object")
-    return SearchState(_get(obj, "state_id", str, ""), _get(obj, "question_id", str, ""), _get(obj, "question", str, ""),
-                       _str_list(obj, "answers", ""), _get(obj, "round", int, ""), parse_round(obj.get("before")),
-                       _str_list(obj, "original_clues", ""), _get(obj, "source", str, "", default=""))
+    return SearchState(
+        _get(obj, "state_id", str, ""),
+        _get(obj, "question_id", str, ""),
+        _get(obj, "question", str, ""),
+        _str_list(obj, "answers", ""),
+        _get(obj, "round", int, ""),
+        parse_round(obj.get("before")),
+        _str_list(obj, "original_clues", ""),
+        _get(obj, "source", str, "", default=""),
+    )
 
 
 # --------------------------------------------------------------------------- parsing
@@ -303,4 +317,3 @@ class RunWriter:
     def finish(self) -> None:
         meta = RunMeta(self.question_id, self.question, self.answers, tuple(self.rounds), self.gold_docids)
         atomic_write_json(self.run_dir / "meta.json", meta.to_json())
-

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from searchgrpo.data.traces import SearchState
 

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def recall_at_budget(ranking: Sequence[str], wanted: set[str], budget: int | None) -> float:

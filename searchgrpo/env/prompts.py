@@ -49,7 +49,9 @@ def render_state(state: SearchState, max_rows: int, min_clues: int, max_clues: i
         lines.append("Sub-goals:")
         lines += [f"{i}. {g}" for i, g in enumerate(state.sub_goals, 1)]
     entity_rows = [
-        f"{e.name}" + (f" ({e.type})" if e.type else "") + (f": {'; '.join(_short(f) for f in e.facts[:2])}" if e.facts else "")
+        f"{e.name}"
+        + (f" ({e.type})" if e.type else "")
+        + (f": {'; '.join(_short(f) for f in e.facts[:2])}" if e.facts else "")
         for e in b.entities
     ]
     lines += _table("Entities", entity_rows, max_rows, "entities")

@@ -12,8 +12,8 @@ kept, so that the console and the event log show why a sample scored what it did
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from searchgrpo.config import RewardConfig
 from searchgrpo.data.labels import Label
@@ -120,7 +120,7 @@ class RewardCalculator:
         self.weights = {name: float(getattr(weights, name)) for name in COMPONENTS}
 
     @classmethod
-    def from_weights(cls, weights: Mapping[str, float]) -> "RewardCalculator":
+    def from_weights(cls, weights: Mapping[str, float]) -> RewardCalculator:
         zero = RewardConfig(**dict.fromkeys(COMPONENTS, 0.0))
         return cls(dataclasses.replace(zero, **weights))
 

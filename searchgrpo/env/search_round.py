@@ -9,8 +9,8 @@ single, deduplicated checker batch, which is how the trainer calls it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from searchgrpo.agents.checker import CheckRequest, DocumentChecker, Verdict
 from searchgrpo.data.labels import Label
@@ -112,8 +112,9 @@ class SearchRoundEnv:
         if state.state_id not in self._original:
             hits = self.retrieve(state.original_clues[: self.max_clues]).hits
             verdicts = self._check(state, sorted({h.docid for h in hits}))
-            self._original[state.state_id] = float(sum(
-                1 for h in hits if h.docid not in state.discovered and verdicts[h.docid].label is Label.IMPORTANT))
+            self._original[state.state_id] = float(
+                sum(1 for h in hits if h.docid not in state.discovered and verdicts[h.docid].label is Label.IMPORTANT)
+            )
         return self._original[state.state_id]
 
     def _check(self, state: SearchState, docids: list[str]) -> dict[str, Verdict]:
@@ -122,11 +123,14 @@ class SearchRoundEnv:
         for docid in docids:
             doc = corpus.get(docid)
             assert doc is not None, docid
-            requests.append(CheckRequest(state.question_id, state.question, state.sub_goals, docid, doc.title, doc.text))
+            requests.append(
+                CheckRequest(state.question_id, state.question, state.sub_goals, docid, doc.title, doc.text)
+            )
         return dict(zip(docids, self.checker.check(requests)))
 
-    def score_group(self, state: SearchState, completions: Sequence[str | Sequence[str]],
-                    truncated: Sequence[bool] | None = None) -> list[StepResult]:
+    def score_group(
+        self, state: SearchState, completions: Sequence[str | Sequence[str]], truncated: Sequence[bool] | None = None
+    ) -> list[StepResult]:
         """Score K completions of one state with one deduplicated checker batch. `truncated[i]`:
         completion i hit the token limit (its last clue is cut)."""
         corpus = self.retriever.corpus
@@ -173,6 +177,14 @@ class SearchRoundEnv:
                 cut=bool(was_cut) and not p.unparsable,
                 original_new_important=original,
             )
-            results.append(StepResult(p.clues, p, docs, self.reward.combine(counts), bool(was_cut),
-                                      tuple(sorted({n for found in invented for n in found}))))
+            results.append(
+                StepResult(
+                    p.clues,
+                    p,
+                    docs,
+                    self.reward.combine(counts),
+                    bool(was_cut),
+                    tuple(sorted({n for found in invented for n in found})),
+                )
+            )
         return results

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from searchgrpo.agents.checker import DocumentChecker, checker_stats
 from searchgrpo.agents.rules import RULES_VERSION, RuleEntityManager, RuleExecutor, RulePlanner
@@ -53,7 +54,7 @@ def question_dir_name(question_id: str) -> str:
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in question_id).strip(".") or "question"
     if len(safe.encode("utf-8")) > MAX_NAME_BYTES:
         digest = hashlib.sha1(question_id.encode("utf-8")).hexdigest()[:10]
-        safe = safe.encode("utf-8")[:MAX_NAME_BYTES - 11].decode("utf-8", "ignore") + "-" + digest
+        safe = safe.encode("utf-8")[: MAX_NAME_BYTES - 11].decode("utf-8", "ignore") + "-" + digest
     return safe
 
 
@@ -127,12 +128,14 @@ def collect(
     if progress is not None:
         progress(done, len(records))
     for at in range(0, len(todo), CHUNK):
-        chunk = todo[at:at + CHUNK]
+        chunk = todo[at : at + CHUNK]
         run_dirs = {rec.id: run_dir for rec, run_dir in chunk}
-        starts = [EpisodeStart(rec.id, rec.question, rec.answers, rec.gold, initial_state(rec.question, rec.sub_goals))
-                  for rec, _ in chunk]
+        starts = [
+            EpisodeStart(rec.id, rec.question, rec.answers, rec.gold, initial_state(rec.question, rec.sub_goals))
+            for rec, _ in chunk
+        ]
 
-        def write(episode: Episode) -> None:
+        def write(episode: Episode, run_dirs: dict[str, Path] = run_dirs) -> None:
             nonlocal done, states
             s = episode.start
             run_dir = run_dirs[s.question_id]
@@ -147,8 +150,16 @@ def collect(
             if progress is not None:
                 progress(done, len(records))
 
-        play(starts, planner=planner, executor=executor, entity_manager=entity_manager, retriever=retriever,
-             checker=checker, top_k=top_k, on_done=write)
+        play(
+            starts,
+            planner=planner,
+            executor=executor,
+            entity_manager=entity_manager,
+            retriever=retriever,
+            checker=checker,
+            top_k=top_k,
+            on_done=write,
+        )
     return CollectStats(len(records), len(todo), skipped, states)
 
 
@@ -181,14 +192,20 @@ class CollectResult:
         if self.issues:
             warnings.append(f"{len(self.issues)} malformed lines skipped (--strict stops at the first instead)")
         lines = [self.corpus_note] if self.corpus_note else []
-        lines.append(f"{s.written} questions collected, {s.skipped_existing} already there, {s.states} SEARCH rounds "
-                     "written")
+        lines.append(
+            f"{s.written} questions collected, {s.skipped_existing} already there, {s.states} SEARCH rounds written"
+        )
         if self.checker:
             c = self.checker
-            lines.append(f"checker: {int(c['calls'])} calls, {int(c['cache_hits'])} cache hits, "
-                         f"{int(c['unparsable'])} unparsable replies, {int(c['failures'])} retried attempts")
-        lines += [f"{role}: the rule decided {n} times where the model's reply was unusable"
-                  for role, n in self.fallbacks.items() if n]
+            lines.append(
+                f"checker: {int(c['calls'])} calls, {int(c['cache_hits'])} cache hits, "
+                f"{int(c['unparsable'])} unparsable replies, {int(c['failures'])} retried attempts"
+            )
+        lines += [
+            f"{role}: the rule decided {n} times where the model's reply was unusable"
+            for role, n in self.fallbacks.items()
+            if n
+        ]
         lines.append(f"train on it with:  --set data.corpus={self.corpus} --set data.traces={self.traces}")
         return warnings, lines
 
@@ -244,8 +261,9 @@ def collect_to_folder(
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
             previous, previous_content = manifest.get("source"), manifest.get("sha1")
         except (ValueError, AttributeError):
-            raise UserError(f"{manifest_path}: not a collect manifest (invalid JSON); "
-                            "choose another --out or delete the file") from None
+            raise UserError(
+                f"{manifest_path}: not a collect manifest (invalid JSON); choose another --out or delete the file"
+            ) from None
         if previous != origin and previous_content != content:  # a copy of the same file is the same source
             raise UserError(f"{out_dir} holds a collect of {previous}; choose another --out for {origin}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -255,8 +273,9 @@ def collect_to_folder(
         legacy.rename(traces_dir)
     corpus_path = out_dir / "corpus.jsonl"
     documents, corpus_note = complete_corpus(corpus_path, documents)
-    atomic_write_json(manifest_path, {"source": origin, "sha1": content, "questions": len(records),
-                                      "documents": len(documents)})
+    atomic_write_json(
+        manifest_path, {"source": origin, "sha1": content, "questions": len(records), "documents": len(documents)}
+    )
     selected = records[:limit] if limit else records
     corpus = Corpus(documents, source=str(corpus_path))
 
@@ -284,15 +303,25 @@ def collect_to_folder(
         if entity_manager == "llm":
             from searchgrpo.agents.llm_agents import LLMEntityManager
 
-            agents["entity_manager"] = LLMEntityManager(endpoint.client, endpoint.model, endpoint.structured_output,
-                                                        cfg.checker.max_doc_chars)
+            agents["entity_manager"] = LLMEntityManager(
+                endpoint.client, endpoint.model, endpoint.structured_output, cfg.checker.max_doc_chars
+            )
         if executor == "policy":
             from searchgrpo.policy.executor import PolicyExecutor
 
             agents["executor"] = PolicyExecutor.base_model(cfg, seed=seed)
         retriever = search_for_corpus(corpus, cfg.env.search_backend, home_dir(cfg.model) / "indexes")
-        stats = collect(selected, retriever, checker, traces_dir, top_k=cfg.env.top_k,
-                        max_rounds=max_rounds, seed=seed, progress=progress, **agents)
+        stats = collect(
+            selected,
+            retriever,
+            checker,
+            traces_dir,
+            top_k=cfg.env.top_k,
+            max_rounds=max_rounds,
+            seed=seed,
+            progress=progress,
+            **agents,
+        )
         checker_counters = checker_stats(checker) or {}
     finally:
         for close in closers:
@@ -309,6 +338,9 @@ def collect_question_set(cfg: Config, questions: Path) -> CollectResult:
     if not questions.is_file():
         raise UserError(f"{questions}: question set not found")
     digest = hashlib.sha1(questions.read_bytes()).hexdigest()[:12]
-    folder = home_dir(cfg.model) / "collected" / (
-        f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}-rules{RULES_VERSION}")
+    folder = (
+        home_dir(cfg.model)
+        / "collected"
+        / (f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}-rules{RULES_VERSION}")
+    )
     return collect_to_folder(cfg, str(questions), folder, seed=cfg.train.seed)

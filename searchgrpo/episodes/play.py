@@ -15,8 +15,9 @@ The agents are protocols: the rule-based ones of `searchgrpo.agents.rules`, the 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from searchgrpo.agents.checker import CheckRequest, DocumentChecker
 from searchgrpo.agents.rules import merge_documents, names_in, update_goals
@@ -108,8 +109,17 @@ class Episode:
         out, before = [], self.start.initial
         for r in self.rounds:
             if r.strategy == "SEARCH" and r.clues:
-                out.append(SearchState(f"{self.start.question_id}/episode/r{r.round:03d}", self.start.question_id,
-                                       self.start.question, self.start.answers, r.round, before, r.clues))
+                out.append(
+                    SearchState(
+                        f"{self.start.question_id}/episode/r{r.round:03d}",
+                        self.start.question_id,
+                        self.start.question,
+                        self.start.answers,
+                        r.round,
+                        before,
+                        r.clues,
+                    )
+                )
             before = r.after
         return out
 
@@ -122,8 +132,10 @@ def planned_sub_goals(question: str) -> tuple[str, ...]:
         return tuple(f"find the document about {n}" for n in names[:2])
     if names:
         return (f"find the document about {names[0]}", f"find the document about who or what {names[0]} leads to")
-    return ("find the document about the entity the question names",
-            "find the document about the entity that document leads to")
+    return (
+        "find the document about the entity the question names",
+        "find the document about the entity that document leads to",
+    )
 
 
 def initial_state(question: str, sub_goals: Sequence[str] = (), state: RoundState | None = None) -> RoundState:
@@ -133,12 +145,12 @@ def initial_state(question: str, sub_goals: Sequence[str] = (), state: RoundStat
     if state.sub_goals:
         return state
     goals = tuple(sub_goals) or planned_sub_goals(question)
-    return replace(state, round=0, sub_goals=goals,
-                   goals=state.goals or tuple(Goal(f"g{i}", g) for i, g in enumerate(goals, 1)))
+    return replace(
+        state, round=0, sub_goals=goals, goals=state.goals or tuple(Goal(f"g{i}", g) for i, g in enumerate(goals, 1))
+    )
 
 
-def question_starts(dataset: Dataset, question_ids: Sequence[str], states: Sequence[SearchState]
-                    ) -> list[EpisodeStart]:
+def question_starts(dataset: Dataset, question_ids: Sequence[str], states: Sequence[SearchState]) -> list[EpisodeStart]:
     """Where each question's episode starts: its traces' state before round 1 (`dataset.initial`)
     and its evidence (the data's IMPORTANT documents). `states` give the questions' texts."""
     text = {s.question_id: s.question for s in states}
@@ -146,8 +158,15 @@ def question_starts(dataset: Dataset, question_ids: Sequence[str], states: Seque
     for qid in question_ids:
         labels = dataset.labels.get(qid)
         gold = frozenset(labels.important) if labels else frozenset()
-        out.append(EpisodeStart(qid, text[qid], dataset.answers.get(qid, ()), gold,
-                                initial_state(text[qid], state=dataset.initial.get(qid))))
+        out.append(
+            EpisodeStart(
+                qid,
+                text[qid],
+                dataset.answers.get(qid, ()),
+                gold,
+                initial_state(text[qid], state=dataset.initial.get(qid)),
+            )
+        )
     return out
 
 
@@ -173,16 +192,26 @@ def play(
             break
         plans = {id(e): planner.next_strategy(e.state, round_no, e.found_important) for e in live}
         searching = [e for e in live if plans[id(e)] == "SEARCH"]
-        clue_sets = executor.write_clues([ClueRequest(e.start.question_id, e.start.question, e.state, round_no)
-                                          for e in searching]) if searching else []
+        clue_sets = (
+            executor.write_clues(
+                [ClueRequest(e.start.question_id, e.start.question, e.state, round_no) for e in searching]
+            )
+            if searching
+            else []
+        )
         _search_round(searching, clue_sets, round_no, retriever, corpus, checker, top_k, doc_budget)
         for e in live:
             strategy = plans[id(e)]
             if strategy == "EXTRACT":
                 _extract_round(e, round_no, entity_manager, corpus)
             elif strategy == "ANSWER":
-                e.state = replace(e.state, round=round_no, strategy="ANSWER", clues=(),
-                                  context=e.state.context + (f"round {round_no}: answered",))
+                e.state = replace(
+                    e.state,
+                    round=round_no,
+                    strategy="ANSWER",
+                    clues=(),
+                    context=(*e.state.context, f"round {round_no}: answered"),
+                )
                 e.rounds.append(RoundRecord(round_no, "ANSWER", after=e.state))
                 e.done = True
             if e.done and on_done is not None:
@@ -195,8 +224,16 @@ def play(
     return episodes
 
 
-def _search_round(episodes: list[Episode], clue_sets: list[list[str]], round_no: int, retriever: Any,
-                  corpus: Corpus, checker: DocumentChecker, top_k: int, doc_budget: int | None) -> None:
+def _search_round(
+    episodes: list[Episode],
+    clue_sets: list[list[str]],
+    round_no: int,
+    retriever: Any,
+    corpus: Corpus,
+    checker: DocumentChecker,
+    top_k: int,
+    doc_budget: int | None,
+) -> None:
     """Search, check (one checker batch for every episode of the round) and update each state."""
     found: list[tuple[list[str], list[Document]]] = []
     requests: list[CheckRequest] = []
@@ -205,8 +242,10 @@ def _search_round(episodes: list[Episode], clue_sets: list[list[str]], round_no:
         known = set(e.state.discovered_docids)
         fresh = [corpus.get(d) for d in retrieved if d not in known]
         found.append((retrieved, fresh))  # type: ignore[arg-type]
-        requests += [CheckRequest(e.start.question_id, e.start.question, e.state.sub_goals, d.docid, d.title, d.text)
-                     for d in fresh]
+        requests += [
+            CheckRequest(e.start.question_id, e.start.question, e.state.sub_goals, d.docid, d.title, d.text)
+            for d in fresh
+        ]
     verdicts = iter(checker.check(requests)) if requests else iter(())
     for e, clues, (retrieved, fresh) in zip(episodes, clue_sets, found):
         labels = [next(verdicts) for _ in fresh]
@@ -220,11 +259,21 @@ def _search_round(episodes: list[Episode], clue_sets: list[list[str]], round_no:
             clues=tuple(clues),
             documents=merge_documents(e.state.documents, records),
             discovered_docids=tuple(dict.fromkeys(e.state.discovered_docids + tuple(retrieved))),
-            context=e.state.context + (f"round {round_no}: searched {len(clues)} clues, {len(retrieved)} documents, "
-                                       f"{n_new} new IMPORTANT",),
+            context=(
+                *e.state.context,
+                f"round {round_no}: searched {len(clues)} clues, {len(retrieved)} documents, {n_new} new IMPORTANT",
+            ),
         )
-        e.rounds.append(RoundRecord(round_no, "SEARCH", tuple(clues), tuple(d.docid for d in fresh),
-                                    tuple(v.label.value for v in labels), e.state))
+        e.rounds.append(
+            RoundRecord(
+                round_no,
+                "SEARCH",
+                tuple(clues),
+                tuple(d.docid for d in fresh),
+                tuple(v.label.value for v in labels),
+                e.state,
+            )
+        )
 
 
 def _extract_round(e: Episode, round_no: int, entity_manager: EntityManager, corpus: Corpus) -> None:
@@ -232,7 +281,13 @@ def _extract_round(e: Episode, round_no: int, entity_manager: EntityManager, cor
     entities = entity_manager.update(e.state, e.start.question, [d for d in important if d])
     n_important = sum(1 for d in e.state.documents if d.verdict == "IMPORTANT")
     e.found_important = False
-    e.state = replace(e.state, round=round_no, strategy="EXTRACT", clues=(), entities=entities,
-                      goals=update_goals(e.state.goals, n_important),
-                      context=e.state.context + (f"round {round_no}: extracted {len(entities)} entities",))
+    e.state = replace(
+        e.state,
+        round=round_no,
+        strategy="EXTRACT",
+        clues=(),
+        entities=entities,
+        goals=update_goals(e.state.goals, n_important),
+        context=(*e.state.context, f"round {round_no}: extracted {len(entities)} entities"),
+    )
     e.rounds.append(RoundRecord(round_no, "EXTRACT", after=e.state))

@@ -11,9 +11,9 @@ root, atomically, keyed by its size and seed; later calls reuse it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from searchgrpo.agents.checker import DocumentChecker, GoldChecker
 from searchgrpo.agents.endpoint import open_llm_checker
@@ -41,10 +41,16 @@ class DemoPaths:
 
 def demo_dir(cfg: Config) -> Path:
     d = cfg.data.demo
-    return home_dir(cfg.model) / "demo" / f"v{GENERATOR_VERSION}.{RULES_VERSION}t-q{d.questions}-d{d.distractors}-s{d.seed}"
+    return (
+        home_dir(cfg.model)
+        / "demo"
+        / f"v{GENERATOR_VERSION}.{RULES_VERSION}t-q{d.questions}-d{d.distractors}-s{d.seed}"
+    )
 
 
-def build_demo(target: Path, demo: DemoConfig, *, top_k: int = 5, progress: Callable[[int, int], None] | None = None) -> DemoPaths:
+def build_demo(
+    target: Path, demo: DemoConfig, *, top_k: int = 5, progress: Callable[[int, int], None] | None = None
+) -> DemoPaths:
     """Generate the demo world into `target` (atomically) unless it is already there."""
     paths = DemoPaths(target, target / "corpus.jsonl", target / "questions.jsonl", target / "traces")
     if paths.traces.is_dir() and paths.corpus.is_file():
@@ -57,12 +63,15 @@ def build_demo(target: Path, demo: DemoConfig, *, top_k: int = 5, progress: Call
             write_corpus(tmp / "corpus.jsonl", world.documents)
             write_questions(tmp / "questions.jsonl", world.questions)
             corpus = Corpus(world.documents, source=str(tmp / "corpus.jsonl"))
-            labels = {
-                q.id: QuestionLabels(q.question, dict.fromkeys(q.gold, Label.IMPORTANT)) for q in world.questions
-            }
+            labels = {q.id: QuestionLabels(q.question, dict.fromkeys(q.gold, Label.IMPORTANT)) for q in world.questions}
             collect(
-                world.questions, SparseBM25Search(corpus), GoldChecker(corpus, labels), tmp / "traces",
-                top_k=top_k, seed=demo.seed, progress=progress,
+                world.questions,
+                SparseBM25Search(corpus),
+                GoldChecker(corpus, labels),
+                tmp / "traces",
+                top_k=top_k,
+                seed=demo.seed,
+                progress=progress,
             )
     except FileExistsError:
         pass  # another process finished it first
@@ -81,7 +90,9 @@ def resolve_data_paths(cfg: Config, progress: Callable[[int, int], None] | None 
     return Path(ckpts).expanduser(), Path(corpus).expanduser(), False
 
 
-def load_dataset(cfg: Config, *, strict: bool | None = None, progress: Callable[[int, int], None] | None = None) -> Dataset:
+def load_dataset(
+    cfg: Config, *, strict: bool | None = None, progress: Callable[[int, int], None] | None = None
+) -> Dataset:
     """The run's corpus and states (the demo world when data.traces and data.corpus are null),
     split by question into train and eval."""
     traces_dir, corpus_path, is_demo = resolve_data_paths(cfg, progress)

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from searchgrpo.events import EventSink
 
 
-def run_eval(cfg: "Config", request: "EvalRequest", sink: "EventSink | None" = None,
-             stop: threading.Event | None = None) -> Path:
+def run_eval(
+    cfg: Config, request: EvalRequest, sink: EventSink | None = None, stop: threading.Event | None = None
+) -> Path:
     """Evaluate per round, or per episode with `request.episodes`; returns the report's path."""
     request = request.checked()
     if request.episodes:

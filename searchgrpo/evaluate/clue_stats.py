@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from searchgrpo.env.clue_checks import clue_prefix, clue_template, copies_table_row, shared_shape
 from searchgrpo.retrieval.search import tokenize

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +53,9 @@ def round_key(r: int) -> str:
     return f"recall_round_{r}"
 
 
-def run_episode_eval(cfg: Config, request: EvalRequest, sink: EventSink | None = None,
-                     stop: threading.Event | None = None) -> Path:
+def run_episode_eval(
+    cfg: Config, request: EvalRequest, sink: EventSink | None = None, stop: threading.Event | None = None
+) -> Path:
     """Play every held-out question with each policy and write the JSON report; returns its path."""
     from searchgrpo.policy.executor import PolicyExecutor
     from searchgrpo.policy.model import load_policy
@@ -79,8 +81,9 @@ def run_episode_eval(cfg: Config, request: EvalRequest, sink: EventSink | None =
         for spec in specs:
             if stop is not None and stop.is_set():
                 raise UserError("eval stopped before it finished; no report written")
-            executor = PolicyExecutor(cfg, load_policy(cfg, adapter=spec.adapter), use_adapter=spec.adapter is not None,
-                                      seed=request.seed)
+            executor = PolicyExecutor(
+                cfg, load_policy(cfg, adapter=spec.adapter), use_adapter=spec.adapter is not None, seed=request.seed
+            )
             finished = 0
 
             def progress(_: Episode, name: str = spec.name) -> None:
@@ -88,22 +91,35 @@ def run_episode_eval(cfg: Config, request: EvalRequest, sink: EventSink | None =
                 finished += 1
                 sink(EvalProgress(name, finished, len(starts)))
 
-            played[spec.name] = play(starts, planner=RulePlanner(rounds), executor=executor,
-                                     entity_manager=RuleEntityManager(), retriever=retriever, checker=checker,
-                                     top_k=cfg.env.top_k, doc_budget=budget, on_done=progress)
+            played[spec.name] = play(
+                starts,
+                planner=RulePlanner(rounds),
+                executor=executor,
+                entity_manager=RuleEntityManager(),
+                retriever=retriever,
+                checker=checker,
+                top_k=cfg.env.top_k,
+                doc_budget=budget,
+                on_done=progress,
+            )
             fallbacks[spec.name] = {"clue_sets": executor.calls, "rule_fallbacks": executor.fallbacks}
             del executor
     finally:
         close = getattr(checker, "close", None)
         if callable(close):
             close()
-    report = build_episode_report(cfg, request, [s.name for s in specs], [s.checkpoint for s in specs], played,
-                                  rounds, budget, retriever.corpus)
+    report = build_episode_report(
+        cfg, request, [s.name for s in specs], [s.checkpoint for s in specs], played, rounds, budget, retriever.corpus
+    )
     # How often a policy wrote nothing readable and the rule Executor's clues stood in for it.
     report["executor"] = fallbacks
     atomic_write_json(output, json_safe(report))
-    sink(EvalReportWritten(str(output), {n: {k: v for k, v in agg.items() if isinstance(v, float)}
-                                         for n, agg in report["aggregate"].items()}))
+    sink(
+        EvalReportWritten(
+            str(output),
+            {n: {k: v for k, v in agg.items() if isinstance(v, float)} for n, agg in report["aggregate"].items()},
+        )
+    )
     return output
 
 
@@ -125,8 +141,11 @@ def episode_values(e: Episode, rounds: int) -> dict[str, float]:
     out["docs_checked"] = float(sum(len(r.checked) for r in e.rounds))
     out["important_found"] = float(sum(r.new_important for r in e.rounds))
     out["search_rounds"] = float(sum(1 for r in e.rounds if r.strategy == "SEARCH"))
-    out["clues_per_search"] = (sum(len(r.clues) for r in e.rounds if r.strategy == "SEARCH") / out["search_rounds"]
-                               if out["search_rounds"] else float("nan"))
+    out["clues_per_search"] = (
+        sum(len(r.clues) for r in e.rounds if r.strategy == "SEARCH") / out["search_rounds"]
+        if out["search_rounds"]
+        else float("nan")
+    )
     return out
 
 
@@ -136,8 +155,10 @@ def _round_json(e: Episode, corpus: Any) -> list[dict[str, Any]]:
         item: dict[str, Any] = {"round": r.round, "strategy": r.strategy}
         if r.strategy == "SEARCH":
             item["clues"] = list(r.clues)
-            item["checked"] = [{"docid": d, "title": getattr(corpus.get(d), "title", ""), "label": v,
-                                "gold": d in e.start.gold} for d, v in zip(r.checked, r.verdicts)]
+            item["checked"] = [
+                {"docid": d, "title": getattr(corpus.get(d), "title", ""), "label": v, "gold": d in e.start.gold}
+                for d, v in zip(r.checked, r.verdicts)
+            ]
             item["new_important"] = r.new_important
         out.append(item)
     return out
@@ -148,25 +169,44 @@ def _clue_samples(e: Episode) -> list[dict[str, Any]]:
     out, before = [], e.start.initial
     for r in e.rounds:
         if r.strategy == "SEARCH":
-            known = numbers_in(state_text(SearchState("", e.start.question_id, e.start.question, (), r.round, before, ())))
+            known = numbers_in(
+                state_text(SearchState("", e.start.question_id, e.start.question, (), r.round, before, ()))
+            )
             invented = sum(1 for c in r.clues if invented_numbers(c, known))
             out.append({"clues": list(r.clues), "counts": {"invented_number": float(invented)}})
         before = r.after
     return out
 
 
-def build_episode_report(cfg: Config, request: EvalRequest, names: Sequence[str], checkpoints: Sequence[str | None],
-                         played: dict[str, list[Episode]], rounds: int, budget: int | None, corpus: Any
-                         ) -> dict[str, Any]:
+def build_episode_report(
+    cfg: Config,
+    request: EvalRequest,
+    names: Sequence[str],
+    checkpoints: Sequence[str | None],
+    played: dict[str, list[Episode]],
+    rounds: int,
+    budget: int | None,
+    corpus: Any,
+) -> dict[str, Any]:
     curve = [round_key(r) for r in range(1, rounds + 1)]
     means = [*curve, "full_coverage", "search_rounds", "clues_per_search", "docs_checked"]
     rows = {n: [episode_values(e, rounds) for e in played[n]] for n in names}
-    values = {n: {k: np.asarray([row[k] for row in rows[n]], dtype=np.float64)
-                  for k in (*means, "rounds_to_full", "important_found")} for n in names}
+    values = {
+        n: {
+            k: np.asarray([row[k] for row in rows[n]], dtype=np.float64)
+            for k in (*means, "rounds_to_full", "important_found")
+        }
+        for n in names
+    }
     baseline = BASELINE if BASELINE in names else None
-    aggregate, paired = compare_policies(values, means=means,
-                                         ratios={"checker_docs_per_important": ("docs_checked", "important_found")},
-                                         baseline=baseline, resamples=request.bootstrap, seed=request.seed)
+    aggregate, paired = compare_policies(
+        values,
+        means=means,
+        ratios={"checker_docs_per_important": ("docs_checked", "important_found")},
+        baseline=baseline,
+        resamples=request.bootstrap,
+        seed=request.seed,
+    )
     boot = {"resamples": request.bootstrap, "seed": request.seed}
     for n in names:
         with_gold = values[n]["rounds_to_full"][np.isfinite(values[n]["rounds_to_full"])]
@@ -176,7 +216,8 @@ def build_episode_report(cfg: Config, request: EvalRequest, names: Sequence[str]
             keep = np.isfinite(a) & np.isfinite(b)
             paired[n]["median_rounds_to_full"] = {
                 "diff": float(np.median(b[keep]) - np.median(a[keep])) if keep.any() else float("nan"),
-                "ci": list(median_diff_ci(a[keep], b[keep], **boot))}
+                "ci": list(median_diff_ci(a[keep], b[keep], **boot)),
+            }
     first = played[names[0]]
     return {
         "format": REPORT_FORMAT,

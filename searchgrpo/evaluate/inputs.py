@@ -55,15 +55,17 @@ class EvalRequest:
     doc_budget: int | None = None
     """Episodes: documents per SEARCH round sent to the checker (default eval.episode_doc_budget)."""
 
-
-    def checked(self) -> "EvalRequest":
+    def checked(self) -> EvalRequest:
         """This request, or one clear line (UserError) naming the option that is out of range."""
         for bad, option, expected in (
             (self.num_samples < 1, f"--samples {self.num_samples}", ">= 1"),
             (self.limit is not None and self.limit < 1, f"--limit {self.limit}", ">= 1 (or leave it out)"),
             (self.seed < 0, f"--seed {self.seed}", ">= 0"),
-            (not (math.isfinite(self.temperature) and self.temperature > 0), f"--temperature {self.temperature}",
-             "a finite number > 0"),
+            (
+                not (math.isfinite(self.temperature) and self.temperature > 0),
+                f"--temperature {self.temperature}",
+                "a finite number > 0",
+            ),
             (self.max_rounds is not None and self.max_rounds < 1, f"--max-rounds {self.max_rounds}", ">= 1"),
             (self.doc_budget is not None and self.doc_budget < 1, f"--doc-budget {self.doc_budget}", ">= 1"),
         ):
@@ -131,5 +133,9 @@ def report_issues(issues: IssueLog, sink: EventSink, shown: int = 20) -> None:
     for issue in issues.issues[:shown]:
         sink(LogMessage("warning", f"skipped {issue}"))
     if issues.issues:
-        sink(LogMessage("warning", f"{len(issues)} malformed inputs skipped in all "
-                                   "(data.strict / --strict stops at the first instead)"))
+        sink(
+            LogMessage(
+                "warning",
+                f"{len(issues)} malformed inputs skipped in all (data.strict / --strict stops at the first instead)",
+            )
+        )

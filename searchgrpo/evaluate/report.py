@@ -74,28 +74,54 @@ def load_report(path: str | Path) -> EvalReport:
         raise UserError(f"{path}: cannot read the eval report ({exc})") from None
     mode = FORMATS.get(data.get("format")) if isinstance(data, dict) else None
     if mode is None:
-        raise UserError(f"{path}: not a searchgrpo eval report (format {data.get('format') if isinstance(data, dict) else None!r})")
+        raise UserError(
+            f"{path}: not a searchgrpo eval report (format {data.get('format') if isinstance(data, dict) else None!r})"
+        )
     policies = [p["name"] for p in data.get("policies", [])]
     if mode == "episodes":
         rounds = int(data.get("rounds", 0))
         curve_keys = [f"recall_round_{r}" for r in range(1, rounds + 1)]
         headline = data.get("headline") or curve_keys[-1]
-        metrics = [headline, *(k for k in (curve_keys[0], curve_keys[-1]) if k != headline), "full_coverage",
-                   "median_rounds_to_full", "checker_docs_per_important", "docs_checked", "search_rounds",
-                   "clues_per_search"]
+        metrics = [
+            headline,
+            *(k for k in (curve_keys[0], curve_keys[-1]) if k != headline),
+            "full_coverage",
+            "median_rounds_to_full",
+            "checker_docs_per_important",
+            "docs_checked",
+            "search_rounds",
+            "clues_per_search",
+        ]
         units = int(data.get("questions", 0))
     else:
         budgets = data.get("budgets", [])
         headline = data.get("headline") or "recall_at_k"
-        metrics = [headline, *(f"recall_at_{b}" for b in budgets if f"recall_at_{b}" != headline), "recall_at_k",
-                   "important_discovery", "ndcg_at_k", "reward_mean", "clues_mean", "docs_mean"]
+        metrics = [
+            headline,
+            *(f"recall_at_{b}" for b in budgets if f"recall_at_{b}" != headline),
+            "recall_at_k",
+            "important_discovery",
+            "ndcg_at_k",
+            "reward_mean",
+            "clues_mean",
+            "docs_mean",
+        ]
         units = int(data.get("states", 0))
     decoding = data.get("decoding", {})
     return EvalReport(
-        path=str(path), mode=mode, policies=policies, headline=headline, metrics=list(dict.fromkeys(metrics)),
-        top_k=int(data.get("top_k", 0)), units=units, questions=int(data.get("questions", 0)),
-        aggregate=data.get("aggregate", {}), paired=data.get("paired", {}), per_question=data.get("per_question", []),
-        clue_checks=data.get("clue_checks", {}), curve=data.get("curve", {}),
+        path=str(path),
+        mode=mode,
+        policies=policies,
+        headline=headline,
+        metrics=list(dict.fromkeys(metrics)),
+        top_k=int(data.get("top_k", 0)),
+        units=units,
+        questions=int(data.get("questions", 0)),
+        aggregate=data.get("aggregate", {}),
+        paired=data.get("paired", {}),
+        per_question=data.get("per_question", []),
+        clue_checks=data.get("clue_checks", {}),
+        curve=data.get("curve", {}),
         greedy=bool(decoding.get("greedy", True)),
     )
 
@@ -204,14 +230,16 @@ def eval_tables(path: str | Path, max_questions: int = 20) -> list[Any]:
     from rich.table import Table
     from rich.text import Text as RichText
 
-    def Text(value: object) -> RichText:  # noqa: N802 - data as plain text, control characters escaped
+    def Text(value: object) -> RichText:
         return RichText(printable(value))
 
     report = load_report(path)
     unit = "questions (episodes)" if report.mode == "episodes" else "states"
     decoding = "greedy" if report.greedy else "sampled"
-    table = Table(title=f"eval: {report.units} {unit} / {report.questions} questions, top_k={report.top_k}, "
-                        f"{decoding}; headline: {label(report.headline)}")
+    table = Table(
+        title=f"eval: {report.units} {unit} / {report.questions} questions, top_k={report.top_k}, "
+        f"{decoding}; headline: {label(report.headline)}"
+    )
     table.add_column("metric", no_wrap=True)
     for n in report.policies:
         table.add_column(Text(n), justify="right")

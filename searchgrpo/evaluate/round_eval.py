@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,8 +50,9 @@ def budget_key(budget: int) -> str:
     return f"recall_at_{budget}"
 
 
-def run_round_eval(cfg: Config, request: EvalRequest, sink: EventSink | None = None,
-                   stop: threading.Event | None = None) -> Path:
+def run_round_eval(
+    cfg: Config, request: EvalRequest, sink: EventSink | None = None, stop: threading.Event | None = None
+) -> Path:
     """Score every policy on the same states and write the JSON report; returns its path."""
     import torch
 
@@ -76,9 +78,18 @@ def run_round_eval(cfg: Config, request: EvalRequest, sink: EventSink | None = N
             prompts = [Prompts(tok, cfg).encode(s) for s in states]
             torch.manual_seed(derive_seed(request.seed, "eval"))  # the same sampling noise for every policy
             scored[spec.name] = score_policy(
-                policy.model, tok, env, states, prompts, dataset.labels, max_new_tokens=cfg.grpo.max_new_tokens,
-                device=policy.device, batch_size=cfg.train.micro_batch_size, num_samples=request.num_samples,
-                temperature=request.temperature, budgets=cfg.eval.budgets,
+                policy.model,
+                tok,
+                env,
+                states,
+                prompts,
+                dataset.labels,
+                max_new_tokens=cfg.grpo.max_new_tokens,
+                device=policy.device,
+                batch_size=cfg.train.micro_batch_size,
+                num_samples=request.num_samples,
+                temperature=request.temperature,
+                budgets=cfg.eval.budgets,
                 progress=lambda done, total, name=spec.name: sink(EvalProgress(name, done, total)),
             )
             del policy
@@ -109,8 +120,17 @@ def _sample_json(s: Any, budgets: Sequence[int]) -> dict[str, Any]:
         "counts": r.reward.counts,
         "truncated": r.truncated,
         "invented": list(r.invented),
-        "docs": [{"docid": d.docid, "title": d.title, "label": d.label.value, "new": d.new,
-                  "clue_index": d.clue_index, "rank": d.rank} for d in r.docs],
+        "docs": [
+            {
+                "docid": d.docid,
+                "title": d.title,
+                "label": d.label.value,
+                "new": d.new,
+                "clue_index": d.clue_index,
+                "rank": d.rank,
+            }
+            for d in r.docs
+        ],
         "found": s.found,
         "wanted": s.wanted,
         "recall_at_k": s.found / s.wanted if s.wanted else None,
@@ -168,14 +188,25 @@ def build_report(
             sums[q_index[st.question_id]] += m[metric]
         return sums
 
-    values = {name: {**{m: per_question(name, m) for m in means},
-                     "found": per_question_sum(name, "found"), "wanted": per_question_sum(name, "wanted")}
-              for name in names}
-    aggregate, paired = compare_policies(values, means=means, ratios={"important_discovery": ("found", "wanted")},
-                                         baseline=BASELINE if BASELINE in names else None,
-                                         resamples=request.bootstrap, seed=request.seed)
-    samples_json = {n: [[_sample_json(s, budgets) for s in scored[n][i].samples] for i in range(len(states))]
-                    for n in names}
+    values = {
+        name: {
+            **{m: per_question(name, m) for m in means},
+            "found": per_question_sum(name, "found"),
+            "wanted": per_question_sum(name, "wanted"),
+        }
+        for name in names
+    }
+    aggregate, paired = compare_policies(
+        values,
+        means=means,
+        ratios={"important_discovery": ("found", "wanted")},
+        baseline=BASELINE if BASELINE in names else None,
+        resamples=request.bootstrap,
+        seed=request.seed,
+    )
+    samples_json = {
+        n: [[_sample_json(s, budgets) for s in scored[n][i].samples] for i in range(len(states))] for n in names
+    }
     clue_checks = {n: clue_stats([s for per in samples_json[n] for s in per]) for n in names}
     questions_text = {s.question_id: s.question for s in states}
     state_counts = {q: 0 for q in qids}
@@ -192,8 +223,11 @@ def build_report(
         "headline": headline,
         "states": len(states),
         "questions": len(qids),
-        "decoding": {"greedy": request.num_samples == 1, "num_samples": request.num_samples,
-                     "temperature": request.temperature},
+        "decoding": {
+            "greedy": request.num_samples == 1,
+            "num_samples": request.num_samples,
+            "temperature": request.temperature,
+        },
         "config": cfg.to_dict(),
         "request": asdict(request),
         "policies": [{"name": s.name, "checkpoint": s.checkpoint} for s in specs],
@@ -226,5 +260,3 @@ def build_report(
 
 def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
-
-

@@ -20,7 +20,7 @@ Definitions used by `eval` (documented in docs/evaluation.md):
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -67,8 +67,9 @@ def ratio_ci(found: Sequence[float], wanted: Sequence[float], **kw) -> tuple[flo
     return bootstrap_ci(pairs, stat, **kw)
 
 
-def paired_ratio_diff_ci(num_a: Sequence[float], den_a: Sequence[float], num_b: Sequence[float],
-                         den_b: Sequence[float], **kw) -> tuple[float, float]:
+def paired_ratio_diff_ci(
+    num_a: Sequence[float], den_a: Sequence[float], num_b: Sequence[float], den_b: Sequence[float], **kw
+) -> tuple[float, float]:
     """CI of sum(num_b)/sum(den_b) - sum(num_a)/sum(den_a) over the same questions (each pooled
     ratio with its own denominator, e.g. documents checked per IMPORTANT document found)."""
     cols = np.stack([np.asarray(x, np.float64) for x in (num_a, den_a, num_b, den_b)], axis=1)
@@ -131,7 +132,9 @@ def compare_policies(
                 diff = diff[np.isfinite(diff)]
                 entry[m] = {"diff": float(diff.mean()) if diff.size else math.nan, "ci": list(mean_ci(diff, **boot))}
             for m, (num, den) in ratios.items():
-                entry[m] = {"diff": float(aggregate[name][m]) - float(aggregate[baseline][m]),  # type: ignore[arg-type]
-                            "ci": list(paired_ratio_diff_ci(base[num], base[den], cur[num], cur[den], **boot))}
+                entry[m] = {
+                    "diff": float(aggregate[name][m]) - float(aggregate[baseline][m]),  # type: ignore[arg-type]
+                    "ci": list(paired_ratio_diff_ci(base[num], base[den], cur[num], cur[den], **boot)),
+                }
             paired[name] = entry
     return aggregate, paired

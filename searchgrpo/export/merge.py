@@ -31,9 +31,10 @@ import re
 import shutil
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from searchgrpo.config import Config
 from searchgrpo.errors import UserError, one_line
@@ -53,8 +54,10 @@ class OutputExists(UserError):
 
     def __init__(self, paths: Sequence[str]) -> None:
         self.paths = list(paths)
-        super().__init__(f"{self.paths[0]} already exists{' (and ' + str(len(paths) - 1) + ' more)' if len(paths) > 1 else ''}; "
-                         "pass --overwrite to replace it")
+        super().__init__(
+            f"{self.paths[0]} already exists{' (and ' + str(len(paths) - 1) + ' more)' if len(paths) > 1 else ''}; "
+            "pass --overwrite to replace it"
+        )
 
 
 class ParityError(UserError):
@@ -121,8 +124,9 @@ def plan(cfg: Config, request: MergeRequest, base_name: str) -> list[MergeJob]:
     return jobs
 
 
-def run_merge(cfg: Config, request: MergeRequest, sink: EventSink | None = None,
-              stop: threading.Event | None = None) -> list[Path]:
+def run_merge(
+    cfg: Config, request: MergeRequest, sink: EventSink | None = None, stop: threading.Event | None = None
+) -> list[Path]:
     """Merge every planned checkpoint (see the module docstring); returns the output folders."""
     from searchgrpo.policy.model import load_tokenizer, resolve_base
 
@@ -157,8 +161,9 @@ def writable_output(folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tempfile.mkdtemp(prefix=".write-probe-", dir=folder))
     except OSError as exc:
-        raise UserError(f"--output-dir {folder}: cannot write there ({exc.strerror or exc}); give a writable "
-                        "folder") from None
+        raise UserError(
+            f"--output-dir {folder}: cannot write there ({exc.strerror or exc}); give a writable folder"
+        ) from None
     return folder
 
 
@@ -169,7 +174,7 @@ def _shapes(folder: Path) -> dict[str, list[int]]:
     shapes: dict[str, list[int]] = {}
     for f in sorted(folder.glob("*.safetensors")):
         with safe_open(str(f), framework="pt") as st:
-            for key in st.keys():
+            for key in st:
                 shapes[key] = list(st.get_slice(key).get_shape())
     return shapes
 
@@ -180,8 +185,9 @@ def adapter_fit(adapter: Path, base: Path) -> None:
     try:
         lora, weights = _shapes(adapter), _shapes(base)
     except Exception as exc:  # a damaged header
-        raise UserError(f"{adapter}: cannot read the adapter or base model's tensor headers "
-                        f"({one_line(exc, 160)})") from None
+        raise UserError(
+            f"{adapter}: cannot read the adapter or base model's tensor headers ({one_line(exc, 160)})"
+        ) from None
     for key, shape in sorted(lora.items()):
         m = re.fullmatch(r"(?:base_model\.model\.)?(.+)\.lora_([AB])\.weight", key)
         if not m or not weights:
@@ -189,13 +195,17 @@ def adapter_fit(adapter: Path, base: Path) -> None:
         layer, which = m.group(1), m.group(2)
         base_shape = weights.get(f"{layer}.weight")
         if base_shape is None or len(base_shape) != 2 or len(shape) != 2:
-            raise UserError(f"{adapter.parent}: the adapter adapts {layer}, which the base model ({base}) does not "
-                            "have; was it trained on another model?")
+            raise UserError(
+                f"{adapter.parent}: the adapter adapts {layer}, which the base model ({base}) does not "
+                "have; was it trained on another model?"
+            )
         out_features, in_features = base_shape
         ok = shape[1] == in_features if which == "A" else shape[0] == out_features
         if not ok:
-            raise UserError(f"{adapter.parent}: the adapter's {layer}.lora_{which} is {shape}, which does not fit the "
-                            f"base model's {layer} of shape {base_shape}; was it trained on another model?")
+            raise UserError(
+                f"{adapter.parent}: the adapter's {layer}.lora_{which} is {shape}, which does not fit the "
+                f"base model's {layer} of shape {base_shape}; was it trained on another model?"
+            )
 
 
 def _probe_prompts(cfg: Config, tokenizer: Any) -> list[list[int]]:
@@ -205,12 +215,22 @@ def _probe_prompts(cfg: Config, tokenizer: Any) -> list[list[int]]:
 
     ds = load_dataset(cfg)
     states = (ds.eval or ds.train)[:PROBE_STATES]
-    return [encode_prompt(tokenizer, s, max_rows=min(cfg.data.max_table_rows, 6), max_tokens=512,
-                          min_clues=cfg.env.min_clues, max_clues=cfg.env.max_clues) for s in states]
+    return [
+        encode_prompt(
+            tokenizer,
+            s,
+            max_rows=min(cfg.data.max_table_rows, 6),
+            max_tokens=512,
+            min_clues=cfg.env.min_clues,
+            max_clues=cfg.env.max_clues,
+        )
+        for s in states
+    ]
 
 
-def merge_one(base_path: Path, tokenizer: Any, job: MergeJob, probe: list[list[int]], request: MergeRequest,
-              sink: EventSink) -> dict[str, Any]:
+def merge_one(
+    base_path: Path, tokenizer: Any, job: MergeJob, probe: list[list[int]], request: MergeRequest, sink: EventSink
+) -> dict[str, Any]:
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -241,16 +261,26 @@ def merge_one(base_path: Path, tokenizer: Any, job: MergeJob, probe: list[list[i
         reloaded.eval()
         got_logp, got_completions = _probe_logprobs_and_greedy(reloaded, tokenizer, probe, completions)
         figures = parity_figures(ref_logp, got_logp, completions, got_completions, request.dtype)
-        (tmp / "searchgrpo_merge.json").write_text(json.dumps(
-            {"checkpoint": str(job.checkpoint), "step": job.step, "base": str(base_path), "dtype": request.dtype,
-             "parity": figures}, indent=2))
+        (tmp / "searchgrpo_merge.json").write_text(
+            json.dumps(
+                {
+                    "checkpoint": str(job.checkpoint),
+                    "step": job.step,
+                    "base": str(base_path),
+                    "dtype": request.dtype,
+                    "parity": figures,
+                },
+                indent=2,
+            )
+        )
         if not figures["passed"]:
             raise ParityError(f"{job.output}: parity check failed ({figures['reason']}); nothing was written")
     return figures
 
 
-def _probe_logprobs_and_greedy(model: Any, tokenizer: Any, probe: list[list[int]],
-                               completions: list[_Greedy] | None) -> tuple[Any, list[_Greedy]]:
+def _probe_logprobs_and_greedy(
+    model: Any, tokenizer: Any, probe: list[list[int]], completions: list[_Greedy] | None
+) -> tuple[Any, list[_Greedy]]:
     """Greedy continuations of the probe prompts (with each step's top-two margin), and the
     log-probs of the reference continuations (`completions`, or these if None) under `model`."""
     import torch
@@ -292,8 +322,9 @@ class _Greedy:
     margins: list[float]
 
 
-def parity_figures(ref_logp: Any, got_logp: Any, ref: Sequence[_Greedy], got: Sequence[_Greedy],
-                   dtype: str) -> dict[str, Any]:
+def parity_figures(
+    ref_logp: Any, got_logp: Any, ref: Sequence[_Greedy], got: Sequence[_Greedy], dtype: str
+) -> dict[str, Any]:
     """Compare merged with base + adapter; `passed` and a `reason` when not."""
     tol = TOLERANCE[dtype]
     delta = (ref_logp - got_logp).abs()
@@ -307,9 +338,14 @@ def parity_figures(ref_logp: Any, got_logp: Any, ref: Sequence[_Greedy], got: Se
         if at < len(r.margins) and r.margins[at] <= tol:
             near_ties += 1
         elif not reason:
-            reason = f"greedy clues of probe {i} differ at token {at}, where the reference's margin is {r.margins[at]:.3f}"
+            reason = (
+                f"greedy clues of probe {i} differ at token {at}, where the reference's margin is {r.margins[at]:.3f}"
+            )
     if max_delta > tol or mean_delta > tol / 10:
-        reason = reason or f"log-probs differ by up to {max_delta:.4g} (mean {mean_delta:.4g}); allowed {tol} ({tol / 10} mean)"
+        reason = (
+            reason
+            or f"log-probs differ by up to {max_delta:.4g} (mean {mean_delta:.4g}); allowed {tol} ({tol / 10} mean)"
+        )
     return {
         "passed": not reason,
         "reason": reason,

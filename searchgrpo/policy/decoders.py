@@ -19,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -59,9 +60,16 @@ def resolve_decoder(model: Any, decoder: str, device: Any) -> str:
     return decoder
 
 
-def grouped_decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                             attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-                             **kwargs: Any) -> tuple[torch.Tensor, None]:
+def grouped_decode_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """Attention for one new token per row over a static cache, reading each KV head once.
 
     With a mask, transformers' SDPA path first copies K and V once per query head (grouped-query
@@ -73,10 +81,11 @@ def grouped_decode_attention(module: Any, query: torch.Tensor, key: torch.Tensor
     if length != 1:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     kv_heads = key.shape[1]
-    scale = scaling if scaling is not None else dim ** -0.5
+    scale = scaling if scaling is not None else dim**-0.5
     q = query.reshape(batch, kv_heads, heads // kv_heads, dim)
     scores = torch.matmul(q, key.transpose(-1, -2)).float() * scale  # [B, KV, group, L]
     scores = scores.masked_fill(~attention_mask.reshape(batch, 1, 1, -1), float("-inf"))
@@ -266,8 +275,17 @@ class StaticDecoder(ReplayedDecoder):
     applied.
     """
 
-    def __init__(self, model: Any, prefix_cache: Any, prompt_mask: torch.Tensor, k: int, max_new_tokens: int, *,
-                 graph: bool, shortcuts: bool = True) -> None:
+    def __init__(
+        self,
+        model: Any,
+        prefix_cache: Any,
+        prompt_mask: torch.Tensor,
+        k: int,
+        max_new_tokens: int,
+        *,
+        graph: bool,
+        shortcuts: bool = True,
+    ) -> None:
         from transformers import StaticCache
 
         super().__init__(prompt_mask, k, graph)
@@ -276,8 +294,9 @@ class StaticDecoder(ReplayedDecoder):
         self.cache = StaticCache(config=model.config, max_cache_len=width + max_new_tokens)
         for layer, prefix in zip(self.cache.layers, prefix_cache.layers):
             layer.update(prefix.keys.repeat_interleave(k, dim=0), prefix.values.repeat_interleave(k, dim=0))
-        self.visible = torch.zeros(len(self.token), 1, 1, width + max_new_tokens, dtype=torch.bool,
-                                   device=prompt_mask.device)
+        self.visible = torch.zeros(
+            len(self.token), 1, 1, width + max_new_tokens, dtype=torch.bool, device=prompt_mask.device
+        )
         self.visible[:, 0, 0, :width] = prompt_mask.repeat_interleave(k, dim=0).bool()
         self.cache_arg = cache_argument(model)
         self.shortcuts = DecodeShortcuts(model, model.get_input_embeddings().weight.dtype) if shortcuts else None
@@ -313,9 +332,19 @@ class FusedDecoder(ReplayedDecoder):
     is then a multiple of `chunk`.
     """
 
-    def __init__(self, model: Any, prefix_cache: Any, prompt_mask: torch.Tensor, k: int, max_new_tokens: int, *,
-                 graph: bool, share_prefix: bool = True, compile: bool | None = None,
-                 chunk: int | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        prefix_cache: Any,
+        prompt_mask: torch.Tensor,
+        k: int,
+        max_new_tokens: int,
+        *,
+        graph: bool,
+        share_prefix: bool = True,
+        compile: bool | None = None,
+        chunk: int | None = None,
+    ) -> None:
         super().__init__(prompt_mask, k, graph)
         layout = fused_layout(model)
         if layout is None:

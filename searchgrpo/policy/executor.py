@@ -11,7 +11,8 @@ be read from a completion, the rule-based Executor's clues are used for that rou
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from searchgrpo.agents.rules import RuleExecutor
 from searchgrpo.config import Config
@@ -33,7 +34,7 @@ class PolicyExecutor:
         self._rule = RuleExecutor(seed)
 
     @classmethod
-    def base_model(cls, cfg: Config, seed: int = 0) -> "PolicyExecutor":
+    def base_model(cls, cfg: Config, seed: int = 0) -> PolicyExecutor:
         """The model training starts from (`model.base`, adapter disabled), loaded here."""
         from searchgrpo.policy.model import load_policy
 
@@ -42,16 +43,28 @@ class PolicyExecutor:
     def write_clues(self, requests: Sequence[Any]) -> list[list[str]]:
         """Clues for each `ClueRequest` (question_id, question, state, round_no) of a round."""
         cfg, policy = self.cfg, self.policy
-        prompts = [self.prompts.encode(SearchState(f"{r.question_id}/r{r.round_no:03d}", r.question_id, r.question, (),
-                                                   r.round_no, r.state, ()))
-                   for r in requests]
+        prompts = [
+            self.prompts.encode(
+                SearchState(
+                    f"{r.question_id}/r{r.round_no:03d}", r.question_id, r.question, (), r.round_no, r.state, ()
+                )
+            )
+            for r in requests
+        ]
         texts: list[str] = []
         step = max(cfg.train.micro_batch_size, 1)
         mode = contextlib.nullcontext() if self.use_adapter else policy.reference_mode()
         with mode:
             for at in range(0, len(prompts), step):
-                groups = generate(policy.model, policy.tokenizer, prompts[at:at + step], num_samples=1,
-                                  max_new_tokens=cfg.grpo.max_new_tokens, greedy=True, device=policy.device)
+                groups = generate(
+                    policy.model,
+                    policy.tokenizer,
+                    prompts[at : at + step],
+                    num_samples=1,
+                    max_new_tokens=cfg.grpo.max_new_tokens,
+                    greedy=True,
+                    device=policy.device,
+                )
                 texts += [g[0].text for g in groups]
         self.calls += len(requests)
         out = []

@@ -34,8 +34,9 @@ compares the logits). `fused_layout` says whether a model qualifies, without cop
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -64,9 +65,14 @@ def lora_factors(module: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.T
         return None
     name = names[0]
     lora_a, lora_b = module.lora_A[name], module.lora_B[name]
-    if len(names) != 1 or not isinstance(lora_a, torch.nn.Linear) or not isinstance(lora_b, torch.nn.Linear) \
-            or lora_b.bias is not None or name in getattr(module, "lora_variant", {}) \
-            or getattr(module, "use_dora", {}).get(name, False):
+    if (
+        len(names) != 1
+        or not isinstance(lora_a, torch.nn.Linear)
+        or not isinstance(lora_b, torch.nn.Linear)
+        or lora_b.bias is not None
+        or name in getattr(module, "lora_variant", {})
+        or getattr(module, "use_dora", {}).get(name, False)
+    ):
         raise Unsupported(type(module).__name__)
     a = lora_a.weight.detach().to(dtype).t()
     b = (lora_b.weight.detach() * module.scaling[name]).to(dtype).t()
@@ -169,8 +175,18 @@ def fused_layout(model: Any) -> Layout | None:
     config = base.config.get_text_config()
     if any(p.bias is not None for layer in layers for p in (layer.o, layer.gate, layer.up, layer.down, head)):
         return None
-    return Layout(embed.weight.detach(), inner.rotary_emb, layers, norm, head, config.num_attention_heads,
-                  config.num_key_value_heads, attn.head_dim, float(attn.scaling), dtype)
+    return Layout(
+        embed.weight.detach(),
+        inner.rotary_emb,
+        layers,
+        norm,
+        head,
+        config.num_attention_heads,
+        config.num_key_value_heads,
+        attn.head_dim,
+        float(attn.scaling),
+        dtype,
+    )
 
 
 def _layer_layout(layer: Any, dtype: torch.dtype) -> LayerLayout:
@@ -181,10 +197,14 @@ def _layer_layout(layer: Any, dtype: torch.dtype) -> LayerLayout:
     if qk_norms[0] is not None and qk_norms[0][1] != qk_norms[1][1]:
         raise Unsupported("q_norm and k_norm with different eps")  # one norm call covers both
     return LayerLayout(
-        _norm(layer.input_layernorm), _norm(layer.post_attention_layernorm),
-        *(projection(getattr(attn, f"{n}_proj"), dtype) for n in "qkv"), *qk_norms,
+        _norm(layer.input_layernorm),
+        _norm(layer.post_attention_layernorm),
+        *(projection(getattr(attn, f"{n}_proj"), dtype) for n in "qkv"),
+        *qk_norms,
         projection(attn.o_proj, dtype),
-        *(projection(getattr(mlp, f"{n}_proj"), dtype) for n in ("gate", "up", "down")), mlp.act_fn)
+        *(projection(getattr(mlp, f"{n}_proj"), dtype) for n in ("gate", "up", "down")),
+        mlp.act_fn,
+    )
 
 
 @dataclass(frozen=True)
@@ -222,13 +242,13 @@ def _fuse_layer(layer: LayerLayout, heads: int, kv_heads: int) -> FusedLayer:
         row = column = 0
         for p in qkv:
             if p.a is not None:
-                b[row:row + p.b.shape[0], column:column + p.b.shape[1]] = p.b
+                b[row : row + p.b.shape[0], column : column + p.b.shape[1]] = p.b
                 row += p.b.shape[0]
             column += p.weight.shape[0]
     bias = None
     if any(p.bias is not None for p in qkv):
         parts = [p.bias if p.bias is not None else weight.new_zeros(p.weight.shape[0]) for p in qkv]
-        bias = torch.cat(parts + [weight.new_zeros(weight.shape[0] - sum(p.numel() for p in parts))])
+        bias = torch.cat([*parts, weight.new_zeros(weight.shape[0] - sum(p.numel() for p in parts))])
     qk_norm, qk_eps = None, 0.0
     if layer.q_norm is not None and layer.k_norm is not None:  # Qwen3
         (wq, qk_eps), (wk, _) = layer.q_norm, layer.k_norm
@@ -236,13 +256,34 @@ def _fuse_layer(layer: LayerLayout, heads: int, kv_heads: int) -> FusedLayer:
     gate_up = [p.a for p in (layer.gate, layer.up) if p.a is not None]
     # SiLU modules are one function: one compiled `gated` serves every layer.
     act = F.silu if type(layer.act).__name__ in SILU else layer.act
-    return FusedLayer(layer.input_norm, layer.post_norm, weight, bias, b, qk_norm, qk_eps, layer.o, layer.gate,
-                      layer.up, torch.cat(gate_up, dim=1) if gate_up else None, layer.down, act)
+    return FusedLayer(
+        layer.input_norm,
+        layer.post_norm,
+        weight,
+        bias,
+        b,
+        qk_norm,
+        qk_eps,
+        layer.o,
+        layer.gate,
+        layer.up,
+        torch.cat(gate_up, dim=1) if gate_up else None,
+        layer.down,
+        act,
+    )
 
 
-def attention_inputs(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, qk_norm: torch.Tensor | None,
-                     qk_eps: float, heads: int, kv_heads: int, dim: int,
-                     k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def attention_inputs(
+    qkv: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    qk_norm: torch.Tensor | None,
+    qk_eps: float,
+    heads: int,
+    kv_heads: int,
+    dim: int,
+    k: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The query, key and value of one new token per row, laid out for the grouped cache.
 
     qkv [rows, (heads + 2 kv_heads) * dim] (rows = groups * k, sample s of group g in row g*k + s)
@@ -253,14 +294,18 @@ def attention_inputs(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, qk
     """
     rows = qkv.shape[0]
     groups, per_kv = rows // k, heads // kv_heads
-    qk = qkv[:, :(heads + kv_heads) * dim].view(rows, heads + kv_heads, dim)
+    qk = qkv[:, : (heads + kv_heads) * dim].view(rows, heads + kv_heads, dim)
     if qk_norm is not None:
         qk = F.rms_norm(qk, (dim,), None, qk_eps) * qk_norm
     qk = torch.addcmul(qk * cos, qk.roll(dim // 2, dims=-1), sin)
-    q = qk[:, :heads].reshape(groups, k, kv_heads, per_kv, dim).transpose(1, 2).reshape(groups, kv_heads, k * per_kv,
-                                                                                       dim)
+    q = (
+        qk[:, :heads]
+        .reshape(groups, k, kv_heads, per_kv, dim)
+        .transpose(1, 2)
+        .reshape(groups, kv_heads, k * per_kv, dim)
+    )
     key = qk[:, heads:].reshape(groups, k, kv_heads, dim).transpose(1, 2)
-    value = qkv[:, (heads + kv_heads) * dim:].reshape(groups, k, kv_heads, dim).transpose(1, 2)
+    value = qkv[:, (heads + kv_heads) * dim :].reshape(groups, k, kv_heads, dim).transpose(1, 2)
     return q, key, value
 
 
@@ -288,8 +333,15 @@ class FusedStep:
         """The shape of one layer's keys (and values): [groups, kv_heads, length, head_dim]."""
         return groups, self.layout.kv_heads, length, self.layout.head_dim
 
-    def __call__(self, token: torch.Tensor, position: torch.Tensor, keys: list[torch.Tensor],
-                 values: list[torch.Tensor], mask: torch.Tensor | ChunkMask, slot: torch.Tensor) -> torch.Tensor:
+    def __call__(
+        self,
+        token: torch.Tensor,
+        position: torch.Tensor,
+        keys: list[torch.Tensor],
+        values: list[torch.Tensor],
+        mask: torch.Tensor | ChunkMask,
+        slot: torch.Tensor,
+    ) -> torch.Tensor:
         """Logits [rows, vocab] after `token` [rows, 1] at `position` [rows, 1].
 
         The cache holds one row per group of k = rows / groups samples (`keys[i]`, `values[i]`:
@@ -310,8 +362,17 @@ class FusedStep:
         weight, eps = lay.norm
         return lay.head(F.rms_norm(x, (x.shape[-1],), weight, eps))
 
-    def layer(self, layer: FusedLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: torch.Tensor,
-              values: torch.Tensor, mask: torch.Tensor | ChunkMask, slot: torch.Tensor) -> torch.Tensor:
+    def layer(
+        self,
+        layer: FusedLayer,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor | ChunkMask,
+        slot: torch.Tensor,
+    ) -> torch.Tensor:
         """One decoder layer: x [rows, hidden] -> [rows, hidden]."""
         lay = self.layout
         rows, heads, kv_heads, dim, k = x.shape[0], lay.heads, lay.kv_heads, lay.head_dim, slot.shape[0]

@@ -103,7 +103,9 @@ def write_gguf_lora(model: Any, base: BaseInfo, out: str | Path) -> Path:
     for path, (a, b) in sorted(updates.items()):
         name = gguf_name(path)
         if base.shapes.get(name) != (b.shape[0], a.shape[1]):
-            raise ValueError(f"{name}: adapter {b.shape[0]} x {a.shape[1]} does not fit the base's {base.shapes.get(name)}")
+            raise ValueError(
+                f"{name}: adapter {b.shape[0]} x {a.shape[1]} does not fit the base's {base.shapes.get(name)}"
+            )
         if base.arch in PERMUTED_ARCHS and ".attn_q." in name:
             b = permute_rows(b, base.heads)
         elif base.arch in PERMUTED_ARCHS and ".attn_k." in name:

@@ -12,8 +12,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -41,7 +42,9 @@ class SequenceBatch:
     """[B, C], 1 on real completion tokens."""
 
 
-def make_batch(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int, device: Any) -> SequenceBatch:
+def make_batch(
+    prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int, device: Any
+) -> SequenceBatch:
     p_ids, p_mask = left_pad(prompts, pad_id, "cpu")
     width = max(max(len(c) for c in completions), 1)
     c_ids = torch.full((len(completions), width), pad_id, dtype=torch.long)
@@ -119,13 +122,18 @@ def group_logprobs(model: Any, batch: GroupBatch, temperature: float = 1.0) -> t
     width = batch.completion_ids.shape[1]
     device = batch.prompt_ids.device
     prompt_len = batch.prompt_mask.sum(dim=1, keepdim=True)
-    positions = torch.cat([
-        (batch.prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
-        prompt_len + torch.arange(width, device=device).repeat(k).unsqueeze(0),
-    ], dim=1)
+    positions = torch.cat(
+        [
+            (batch.prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
+            prompt_len + torch.arange(width, device=device).repeat(k).unsqueeze(0),
+        ],
+        dim=1,
+    )
     mask = shared_prefix_mask(batch.prompt_mask, batch.completion_mask, k)
     if getattr(model.config, "_attn_implementation", "sdpa") == "eager":
-        mask = torch.zeros(mask.shape, dtype=torch.float32, device=device).masked_fill(~mask, torch.finfo(torch.float32).min)
+        mask = torch.zeros(mask.shape, dtype=torch.float32, device=device).masked_fill(
+            ~mask, torch.finfo(torch.float32).min
+        )
     out = model(
         input_ids=torch.cat([batch.prompt_ids, batch.completion_ids.reshape(g, k * width)], dim=1),
         attention_mask=mask,
@@ -169,8 +177,9 @@ def selective_log_softmax(logits: Tensor, tokens: Tensor) -> Tensor:
     return picked - torch.logsumexp(logits, dim=-1)
 
 
-def layout_batch(policy: Any, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], k: int
-                 ) -> GroupBatch | SequenceBatch:
+def layout_batch(
+    policy: Any, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], k: int
+) -> GroupBatch | SequenceBatch:
     """Whole groups laid out for one forward pass: packed (each prompt once) where the model's
     attention takes a tree mask, else one row per sequence."""
     from searchgrpo.policy.decoders import packs_prefix
@@ -189,8 +198,9 @@ def batch_logprobs(policy: Any, batch: GroupBatch | SequenceBatch, temperature: 
 
 
 @torch.no_grad()
-def sampling_logprobs(policy: Any, prompt: Sequence[int], completions: Sequence[Sequence[int]],
-                      temperature: float) -> torch.Tensor:
+def sampling_logprobs(
+    policy: Any, prompt: Sequence[int], completions: Sequence[Sequence[int]], temperature: float
+) -> torch.Tensor:
     """[K, T] log-probs of one group's completions under the weights of now (kept on the CPU): the
     old log-probs of samples that are trained on after the weights have moved (`train.pipeline`)."""
     policy.model.eval()

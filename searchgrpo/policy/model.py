@@ -15,9 +15,10 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from searchgrpo.config import Config, LoraConfig, ModelConfig, home_dir
 from searchgrpo.embedded import EMBEDDED, EMBEDDED_NAME, embedded_gguf_path
@@ -71,8 +72,10 @@ def resolve_base(mc: ModelConfig) -> BaseModel:
 
         local = snapshot_download(spec)
     except Exception as exc:  # network, auth, unknown repo: all one line for the user
-        raise UserError(f"model.base: could not fetch hub model {spec!r} ({type(exc).__name__}); "
-                        "give a local folder or a .gguf file instead") from None
+        raise UserError(
+            f"model.base: could not fetch hub model {spec!r} ({type(exc).__name__}); "
+            "give a local folder or a .gguf file instead"
+        ) from None
     return BaseModel(Path(local), spec.split("/")[-1], spec)
 
 
@@ -100,7 +103,7 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
     return target
 
 
-def resolve_device(mc: ModelConfig) -> "Any":
+def resolve_device(mc: ModelConfig) -> Any:
     import torch
 
     if mc.device == "auto":
@@ -110,7 +113,7 @@ def resolve_device(mc: ModelConfig) -> "Any":
     return torch.device(mc.device)
 
 
-def resolve_dtype(mc: ModelConfig, device: Any) -> "Any":
+def resolve_dtype(mc: ModelConfig, device: Any) -> Any:
     import torch
 
     if mc.dtype != "auto":

@@ -34,9 +34,13 @@ def check_fits_model(cfg: Config, base: Any) -> None:
     context = next((model[k] for k in CONTEXT_KEYS if isinstance(model.get(k), int)), None)
     g = cfg.grpo
     if context is not None and g.max_prompt_tokens + g.max_new_tokens > context:
-        raise UserError(f"grpo.max_prompt_tokens + grpo.max_new_tokens = {g.max_prompt_tokens} + {g.max_new_tokens} "
-                        f"is above the context of {base.name} ({context} tokens); lower one of them")
+        raise UserError(
+            f"grpo.max_prompt_tokens + grpo.max_new_tokens = {g.max_prompt_tokens} + {g.max_new_tokens} "
+            f"is above the context of {base.name} ({context} tokens); lower one of them"
+        )
     hidden = model.get("hidden_size")
     if isinstance(hidden, int) and cfg.lora.r > hidden:
-        raise UserError(f"lora.r = {cfg.lora.r} is above the hidden size of {base.name} ({hidden}); "
-                        f"a rank of at most {hidden} can work")
+        raise UserError(
+            f"lora.r = {cfg.lora.r} is above the hidden size of {base.name} ({hidden}); "
+            f"a rank of at most {hidden} can work"
+        )

@@ -14,15 +14,24 @@ returning [prompt][sample] `Completion`s, and `close()`.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from searchgrpo.config import Config
 from searchgrpo.policy.sampling import Completion, generate
 
 
 class Sampler(Protocol):
-    def sample(self, prompts: Sequence[Sequence[int]], *, num_samples: int, max_new_tokens: int,
-               temperature: float, top_p: float, seeds: Sequence[int]) -> list[list[Completion]]: ...
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        num_samples: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seeds: Sequence[int],
+    ) -> list[list[Completion]]: ...
 
     def close(self) -> None: ...
 
@@ -34,11 +43,29 @@ class LocalSampler:
         self.policy = policy
         self.decoder = decoder
 
-    def sample(self, prompts: Sequence[Sequence[int]], *, num_samples: int, max_new_tokens: int,
-               temperature: float, top_p: float, seeds: Sequence[int]) -> list[list[Completion]]:
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        num_samples: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seeds: Sequence[int],
+    ) -> list[list[Completion]]:
         p = self.policy
-        return generate(p.model, p.tokenizer, prompts, num_samples=num_samples, max_new_tokens=max_new_tokens,
-                        temperature=temperature, top_p=top_p, device=p.device, seeds=seeds, decoder=self.decoder)
+        return generate(
+            p.model,
+            p.tokenizer,
+            prompts,
+            num_samples=num_samples,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            device=p.device,
+            seeds=seeds,
+            decoder=self.decoder,
+        )
 
     def close(self) -> None:
         pass

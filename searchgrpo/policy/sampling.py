@@ -13,8 +13,9 @@ Log-probabilities of the sampled completions (for the loss) are in `searchgrpo.p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -24,7 +25,9 @@ from searchgrpo.env.prompts import build_messages
 from searchgrpo.policy.decoders import DynamicDecoder, FusedDecoder, StaticDecoder, resolve_decoder
 
 
-def encode_prompt(tokenizer: Any, state: SearchState, *, max_rows: int, max_tokens: int, min_clues: int, max_clues: int) -> list[int]:
+def encode_prompt(
+    tokenizer: Any, state: SearchState, *, max_rows: int, max_tokens: int, min_clues: int, max_clues: int
+) -> list[int]:
     """Token ids of the state's prompt; tables shrink (most recent rows kept) until it fits."""
     rows = max_rows
     while True:
@@ -38,7 +41,7 @@ def encode_prompt(tokenizer: Any, state: SearchState, *, max_rows: int, max_toke
         if rows == 1:
             # Still too long (a huge question or table row): keep the start and the instruction.
             head = max_tokens // 2
-            return ids[:head] + ids[len(ids) - (max_tokens - head):]
+            return ids[:head] + ids[len(ids) - (max_tokens - head) :]
         rows = max(1, rows // 2)
 
 
@@ -48,8 +51,12 @@ class Prompts:
 
     def __init__(self, tokenizer: Any, cfg: Config) -> None:
         self.tokenizer = tokenizer
-        self.sizes = dict(max_rows=cfg.data.max_table_rows, max_tokens=cfg.grpo.max_prompt_tokens,
-                          min_clues=cfg.env.min_clues, max_clues=cfg.env.max_clues)
+        self.sizes = dict(
+            max_rows=cfg.data.max_table_rows,
+            max_tokens=cfg.grpo.max_prompt_tokens,
+            min_clues=cfg.env.min_clues,
+            max_clues=cfg.env.max_clues,
+        )
         self._cache: dict[str, list[int]] = {}
 
     def encode(self, state: SearchState) -> list[int]:
@@ -83,8 +90,8 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: Any) -> tuple[t
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
         if r:
-            ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
-            mask[i, width - len(r):] = 1
+            ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
+            mask[i, width - len(r) :] = 1
     return ids.to(device), mask.to(device)
 
 
@@ -143,8 +150,7 @@ def draw(probs: torch.Tensor, generators: Sequence[torch.Generator] | torch.Gene
         u = torch.rand(probs.shape[0], 1, dtype=torch.float64, device=probs.device, generator=generators)
     else:
         block = probs.shape[0] // len(generators)
-        u = torch.cat([torch.rand(block, 1, dtype=torch.float64, device=probs.device, generator=g)
-                       for g in generators])
+        u = torch.cat([torch.rand(block, 1, dtype=torch.float64, device=probs.device, generator=g) for g in generators])
     picked = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
     return picked.clamp_(max=probs.shape[-1] - 1)
 
@@ -229,4 +235,4 @@ def generate(
         kept = ids[: cut + 1] if cut is not None else ids
         text = tokenizer.decode(kept, skip_special_tokens=True)
         completions.append(Completion(kept, text, cut is None))
-    return [completions[i * k:(i + 1) * k] for i in range(len(prompts))]
+    return [completions[i * k : (i + 1) * k] for i in range(len(prompts))]

@@ -8,8 +8,9 @@ the first B documents of the round-robin fused list) and nDCG (`searchgrpo.env.m
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from searchgrpo.data.labels import Label, QuestionLabels
 from searchgrpo.data.traces import SearchState
@@ -44,13 +45,24 @@ class ScoredState:
     samples: list[ScoredSample]
 
 
-def measure(state: SearchState, completion: Completion, result: StepResult, labels: QuestionLabels | None,
-            budgets: Sequence[int] = ()) -> ScoredSample:
+def measure(
+    state: SearchState,
+    completion: Completion,
+    result: StepResult,
+    labels: QuestionLabels | None,
+    budgets: Sequence[int] = (),
+) -> ScoredSample:
     wanted = undiscovered_important(state, labels)
     found = {d.docid for d in result.docs if d.new and d.label is Label.IMPORTANT} & wanted
     ranking = [d.docid for d in result.docs]  # the environment reports them in fused order
-    return ScoredSample(completion, result, len(found), len(wanted), ndcg(ranking, wanted),
-                        {b: recall_at_budget(ranking, wanted, b) for b in budgets})
+    return ScoredSample(
+        completion,
+        result,
+        len(found),
+        len(wanted),
+        ndcg(ranking, wanted),
+        {b: recall_at_budget(ranking, wanted, b) for b in budgets},
+    )
 
 
 def score_policy(
@@ -76,8 +88,14 @@ def score_policy(
     for start in range(0, len(states), per_call):
         chunk = list(range(start, min(start + per_call, len(states))))
         groups = generate(
-            model, tokenizer, [prompts[i] for i in chunk], num_samples=num_samples, max_new_tokens=max_new_tokens,
-            greedy=greedy, temperature=temperature, device=device,
+            model,
+            tokenizer,
+            [prompts[i] for i in chunk],
+            num_samples=num_samples,
+            max_new_tokens=max_new_tokens,
+            greedy=greedy,
+            temperature=temperature,
+            device=device,
         )
         for i, group in zip(chunk, groups):
             state = states[i]

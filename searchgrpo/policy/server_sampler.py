@@ -32,9 +32,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -46,9 +47,17 @@ from searchgrpo.policy.gguf_lora import BaseInfo, write_gguf_lora
 from searchgrpo.policy.sampling import Completion, stop_token_ids
 
 NEUTRAL = {
-    "top_k": 0, "min_p": 0.0, "typical_p": 1.0, "top_n_sigma": -1.0, "xtc_probability": 0.0,
-    "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "dry_multiplier": 0.0,
-    "mirostat": 0, "dynatemp_range": 0.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+    "top_n_sigma": -1.0,
+    "xtc_probability": 0.0,
+    "repeat_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "dry_multiplier": 0.0,
+    "mirostat": 0,
+    "dynatemp_range": 0.0,
 }
 """llama.cpp's other samplers, all off: only temperature and top-p shape the distribution, as in `generate`."""
 
@@ -59,8 +68,10 @@ def base_gguf(mc: ModelConfig) -> Path:
         return embedded_gguf_path()
     path = Path(mc.base).expanduser()
     if path.suffix != ".gguf":
-        raise UserError(f"grpo.sampler = server serves a GGUF model with llama.cpp; model.base = {mc.base!r} "
-                        "is not one (use embedded:smollm2 or a .gguf file; for vLLM see docs/performance.md)")
+        raise UserError(
+            f"grpo.sampler = server serves a GGUF model with llama.cpp; model.base = {mc.base!r} "
+            "is not one (use embedded:smollm2 or a .gguf file; for vLLM see docs/performance.md)"
+        )
     return path
 
 
@@ -103,10 +114,14 @@ class ServerSampler:
         self._flip = 0
 
     @classmethod
-    def for_config(cls, cfg: Config, policy: Any) -> "ServerSampler":
+    def for_config(cls, cfg: Config, policy: Any) -> ServerSampler:
         g = cfg.grpo
-        return cls(policy, base_gguf(cfg.model), parallel=cfg.train.states_per_step * g.num_generations,
-                   slot_context=g.max_prompt_tokens + g.max_new_tokens + 16)
+        return cls(
+            policy,
+            base_gguf(cfg.model),
+            parallel=cfg.train.states_per_step * g.num_generations,
+            slot_context=g.max_prompt_tokens + g.max_new_tokens + 16,
+        )
 
     # ------------------------------------------------------------------ the adapter
 
@@ -129,15 +144,29 @@ class ServerSampler:
         self._flip ^= 1
         if self.server is not None:
             self.server.stop()
-        self.server = EmbeddedServer(self.gguf, parallel=self.parallel, threads=self.threads, lora=path,
-                                     slot_context=self.slot_context, alias="policy").start()
+        self.server = EmbeddedServer(
+            self.gguf,
+            parallel=self.parallel,
+            threads=self.threads,
+            lora=path,
+            slot_context=self.slot_context,
+            alias="policy",
+        ).start()
         self.published = key
         self.publish_s = time.perf_counter() - start
 
     # ------------------------------------------------------------------ sampling
 
-    def sample(self, prompts: Sequence[Sequence[int]], *, num_samples: int, max_new_tokens: int,
-               temperature: float, top_p: float, seeds: Sequence[int]) -> list[list[Completion]]:
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        num_samples: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seeds: Sequence[int],
+    ) -> list[list[Completion]]:
         """`num_samples` completions per prompt, as [prompt][sample], with the sampler's log-probs.
 
         As many prompts at a time as the server has slots for (dynamic sampling's extra rounds can
@@ -147,23 +176,35 @@ class ServerSampler:
         with ThreadPoolExecutor(max_workers=max(1, min(len(prompts), at_once))) as pool:
             out: list[list[Completion]] = []
             for start in range(0, len(prompts), at_once):
-                jobs = [pool.submit(self._group, list(p), num_samples, max_new_tokens, temperature, top_p, int(s))
-                        for p, s in zip(prompts[start:start + at_once], seeds[start:start + at_once])]
+                jobs = [
+                    pool.submit(self._group, list(p), num_samples, max_new_tokens, temperature, top_p, int(s))
+                    for p, s in zip(prompts[start : start + at_once], seeds[start : start + at_once])
+                ]
                 out.extend(job.result() for job in jobs)
             return out
 
-    def request(self, prompt: list[int], k: int, max_new_tokens: int, temperature: float, top_p: float,
-                seed: int) -> dict[str, Any]:
+    def request(
+        self, prompt: list[int], k: int, max_new_tokens: int, temperature: float, top_p: float, seed: int
+    ) -> dict[str, Any]:
         """The /completion request for k samples of `prompt` (the i-th sample uses seed + i)."""
         return {
-            "prompt": prompt, "n_predict": max_new_tokens, "n_cmpl": k, "seed": seed,
-            "temperature": temperature, "top_p": top_p, **NEUTRAL,
-            "n_probs": 1, "post_sampling_probs": temperature != 1.0 or top_p < 1.0, "return_tokens": True,
-            "cache_prompt": True, "stream": False,
+            "prompt": prompt,
+            "n_predict": max_new_tokens,
+            "n_cmpl": k,
+            "seed": seed,
+            "temperature": temperature,
+            "top_p": top_p,
+            **NEUTRAL,
+            "n_probs": 1,
+            "post_sampling_probs": temperature != 1.0 or top_p < 1.0,
+            "return_tokens": True,
+            "cache_prompt": True,
+            "stream": False,
         }
 
-    def _group(self, prompt: list[int], k: int, max_new_tokens: int, temperature: float, top_p: float,
-               seed: int) -> list[Completion]:
+    def _group(
+        self, prompt: list[int], k: int, max_new_tokens: int, temperature: float, top_p: float, seed: int
+    ) -> list[Completion]:
         if k > 1:  # evaluate the prompt once; the k slots below copy its cache
             self._post({"prompt": prompt, "n_predict": 0, "cache_prompt": True})
         body = self.request(prompt, k, max_new_tokens, temperature, top_p, seed)
@@ -184,8 +225,9 @@ class ServerSampler:
     def _post(self, body: dict[str, Any]) -> Any:
         assert self.server is not None
         url = self.server.base_url.removesuffix("/v1") + "/completion"
-        request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=600) as response:
                 return json.loads(response.read())

@@ -16,8 +16,8 @@ weight 0, whatever the kernel returns for it (`ChunkMask.seen`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -41,8 +41,10 @@ def chunk_mask(mask: torch.Tensor, kv_heads: int, chunk: int) -> ChunkMask:
     """A `ChunkMask` for `mask` [groups, 1, queries, length] (length a multiple of `chunk`), filled."""
     groups, _, queries, length = mask.shape
     heads = kv_heads * (length // chunk)
-    out = ChunkMask(mask.new_empty(groups, heads, queries, chunk),
-                    torch.empty(groups, heads, queries, dtype=torch.bool, device=mask.device))
+    out = ChunkMask(
+        mask.new_empty(groups, heads, queries, chunk),
+        torch.empty(groups, heads, queries, dtype=torch.bool, device=mask.device),
+    )
     return split_mask_(out, mask)
 
 
@@ -52,13 +54,15 @@ def split_mask_(out: ChunkMask, mask: torch.Tensor) -> ChunkMask:
     chunk = out.bias.shape[-1]
     chunks = length // chunk
     out.bias.view(groups, -1, chunks, queries, chunk).copy_(
-        mask.view(groups, 1, queries, chunks, chunk).transpose(2, 3))
+        mask.view(groups, 1, queries, chunks, chunk).transpose(2, 3)
+    )
     torch.gt(out.bias.amax(dim=-1), float("-inf"), out=out.seen)
     return out
 
 
-def attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
-                  scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q k^T * scale + bias) v and its log-sum-exp [batch, heads, queries] (float32).
 
     A fused kernel that returns the log-sum-exp: PyTorch's memory-efficient attention on CUDA,
@@ -66,7 +70,7 @@ def attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch
     """
     if q.is_cuda:
         out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, scale=scale)[:2]
-        return out, lse[..., :q.shape[2]]
+        return out, lse[..., : q.shape[2]]
     if q.device.type == "cpu":
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=bias, scale=scale)
         return out, lse
@@ -84,21 +88,29 @@ def merge_chunks(out: torch.Tensor, lse: torch.Tensor, seen: torch.Tensor) -> to
     return (parts * weight.unsqueeze(-1)).sum(dim=2).to(out.dtype)
 
 
-def split_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: ChunkMask, scale: float,
-                    merge: Callable[..., torch.Tensor] = merge_chunks) -> torch.Tensor:
+def split_attention(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: ChunkMask,
+    scale: float,
+    merge: Callable[..., torch.Tensor] = merge_chunks,
+) -> torch.Tensor:
     """Attention of q [groups, kv, queries, dim] over keys and values [groups, kv, length, dim]
     under `mask`, one chunk at a time (the chunks are heads of one kernel call), merged exactly."""
     groups, kv, queries, dim = q.shape
     heads, chunk = mask.bias.shape[1], mask.bias.shape[-1]
     chunks = heads // kv
     qs = q.unsqueeze(2).expand(groups, kv, chunks, queries, dim).reshape(groups, heads, queries, dim)
-    out, lse = attention_lse(qs, keys.view(groups, heads, chunk, dim), values.view(groups, heads, chunk, dim),
-                             mask.bias, scale)
+    out, lse = attention_lse(
+        qs, keys.view(groups, heads, chunk, dim), values.view(groups, heads, chunk, dim), mask.bias, scale
+    )
     shape = (groups, kv, chunks, queries)
     return merge(out.view(*shape, dim), lse.view(shape), mask.seen.view(shape))
 
 
-def reference_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-                        scale: float) -> torch.Tensor:
+def reference_attention(
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float
+) -> torch.Tensor:
     """The same attention in one piece (for tests): `mask` [groups, 1, queries, length]."""
     return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale)

@@ -64,7 +64,6 @@ def ensure_tiny_model(target: Path, hidden_size: int = 64, layers: int = 2, seed
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-
     try:
         with atomic_dir(target, overwrite=False) as tmp:
             tokenizer = build_tiny_tokenizer()
@@ -84,7 +83,9 @@ def ensure_tiny_model(target: Path, hidden_size: int = 64, layers: int = 2, seed
             torch.manual_seed(seed)
             model = LlamaForCausalLM(config)
             model.generation_config = GenerationConfig(
-                bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+                bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
             )
             save_model_here(model, tmp)
             tokenizer.save_pretrained(tmp)

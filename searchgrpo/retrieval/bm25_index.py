@@ -24,9 +24,10 @@ import json
 import math
 from array import array
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable
+from typing import Any, BinaryIO
 
 import numpy as np
 import scipy.sparse
@@ -196,8 +197,14 @@ def load_index(path: Path, meta: dict[str, Any]) -> SparseIndex:
         raise
     except Exception as exc:  # a damaged zip can fail in many ways; none of them is usable
         raise IndexFileError(f"unreadable ({type(exc).__name__}: {exc})") from None
-    expected = {"meta": np.uint8, "vocab": np.uint8, "n_docs": np.int64, "indptr": np.int64,
-                "indices": np.int32, "data": np.float64}
+    expected = {
+        "meta": np.uint8,
+        "vocab": np.uint8,
+        "n_docs": np.int64,
+        "indptr": np.int64,
+        "indices": np.int32,
+        "data": np.float64,
+    }
     for name, dtype in expected.items():
         if arrays[name].dtype != dtype:
             raise IndexFileError(f"{name} has dtype {arrays[name].dtype}, expected {np.dtype(dtype)}")

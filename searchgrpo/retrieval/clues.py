@@ -22,8 +22,9 @@ the training environment, the metrics and the multi-agent episode alike, uses th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 
 def normalise_clue(clue: str) -> str:

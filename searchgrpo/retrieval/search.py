@@ -21,9 +21,10 @@ import re
 import threading
 import typing
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, Sequence
+from typing import Any, Literal, Protocol
 
 import numpy as np
 

@@ -76,8 +76,11 @@ def save_checkpoint(
     needed = _tensor_bytes(model, optimizer)
     root.mkdir(parents=True, exist_ok=True)
     if free_bytes(root) < needed:
-        raise CheckpointWriteError(_write_failure(run_dir, target, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
-                                                  needed=needed, free=free_bytes(root)))
+        raise CheckpointWriteError(
+            _write_failure(
+                run_dir, target, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), needed=needed, free=free_bytes(root)
+            )
+        )
     free_at_failure: list[int] = []
     try:
         with atomic_dir(target, overwrite=True) as tmp:
@@ -139,12 +142,16 @@ def _check_finite(run_dir: Path, step: int, model: Any) -> None:
     bad = [n for n, p in weights if not bool(torch.isfinite(p.detach()).all())]
     if bad:
         kept = list_checkpoints(run_dir)
-        since = f"after step {kept[-1].step} (the newest complete checkpoint, {kept[-1].path.name})" if kept else \
-            "since the start"
+        since = (
+            f"after step {kept[-1].step} (the newest complete checkpoint, {kept[-1].path.name})"
+            if kept
+            else "since the start"
+        )
         raise NonFiniteWeights(
             f"step {step}: {len(bad)} of {len(weights)} adapter tensors hold NaN or inf (first: {bad[0]}); they went "
             f"bad {since} and by step {step}; checkpoint {checkpoint_name(step)} not written, the run stops here; "
-            "resume from the newest checkpoint with a lower train.lr or train.max_grad_norm (--allow-changes)")
+            "resume from the newest checkpoint with a lower train.lr or train.max_grad_norm (--allow-changes)"
+        )
 
 
 def _is_full_disk(exc: BaseException, needed: int, free: int) -> bool:
@@ -199,8 +206,13 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo | str:
         return f"{STATE_FILE}: {one_line(exc, 120)}"
     if not isinstance(state, dict) or state.get("step") != int(m.group(1)):
         return f"{STATE_FILE} does not name step {int(m.group(1))}"
-    required = [path / "adapter" / "adapter_config.json", path / "adapter" / "adapter_model.safetensors",
-                path / "optimizer.pt", path / "scheduler.pt", path / "rng.safetensors"]
+    required = [
+        path / "adapter" / "adapter_config.json",
+        path / "adapter" / "adapter_model.safetensors",
+        path / "optimizer.pt",
+        path / "scheduler.pt",
+        path / "rng.safetensors",
+    ]
     missing = [str(p.relative_to(path)) for p in required if not p.is_file()]
     if missing:
         return f"{missing[0]} is missing"
@@ -262,8 +274,9 @@ def load_training_state(info: CheckpointInfo, *, model: Any, optimizer: Any, sch
     except UserError:
         raise
     except Exception as exc:
-        raise UserError(f"{info.path}: checkpoint could not be loaded "
-                        f"({one_line(f'{type(exc).__name__}: {exc}', 300)})") from None
+        raise UserError(
+            f"{info.path}: checkpoint could not be loaded ({one_line(f'{type(exc).__name__}: {exc}', 300)})"
+        ) from None
     torch.set_rng_state(rng["torch_cpu"])
     if torch.cuda.is_available():
         cuda = [rng[k] for k in sorted(rng) if k.startswith("torch_cuda_")]
@@ -283,8 +296,9 @@ def newest_usable(run_dir: Path) -> CheckpointInfo | None:
     return next((info for _, info in resume_candidates(run_dir) if isinstance(info, CheckpointInfo)), None)
 
 
-def load_newest_checkpoint(run_dir: Path, *, model: Any, optimizer: Any, scheduler: Any,
-                           base_model: str) -> tuple[CheckpointInfo | None, str]:
+def load_newest_checkpoint(
+    run_dir: Path, *, model: Any, optimizer: Any, scheduler: Any, base_model: str
+) -> tuple[CheckpointInfo | None, str]:
     """Load the newest checkpoint that loads, newest first. Returns it (None when the run has none
     yet) and a notice naming the damaged ones passed over and the one used ('' when none was
     skipped). When none loads, raises the newest one's error (one line)."""
@@ -307,8 +321,10 @@ def load_newest_checkpoint(run_dir: Path, *, model: Any, optimizer: Any, schedul
     if first_error is not None and len(skipped) == 1:
         raise first_error
     if skipped:
-        raise UserError(f"{run_dir}: none of its checkpoints can be loaded ({'; '.join(skipped[:3])}); "
-                        "move the damaged step-* folders away to start the run over")
+        raise UserError(
+            f"{run_dir}: none of its checkpoints can be loaded ({'; '.join(skipped[:3])}); "
+            "move the damaged step-* folders away to start the run over"
+        )
     return None, ""
 
 
@@ -325,8 +341,10 @@ def checkpoint_adapter(path: str | Path, base_model: str, *, flag: str = "--chec
             raise UserError(f"{flag} {p}: this is a run folder; give one of its checkpoints/step-* folders")
         raise UserError(f"{flag} {p}: not a checkpoint (no adapter/adapter_config.json)")
     if not (adapter / "adapter_model.safetensors").is_file():
-        raise UserError(f"{flag} {p}: no adapter_model.safetensors (adapters are loaded from safetensors "
-                        "only, never from pickled .bin files)")
+        raise UserError(
+            f"{flag} {p}: no adapter_model.safetensors (adapters are loaded from safetensors "
+            "only, never from pickled .bin files)"
+        )
     state_file = p / STATE_FILE
     if state_file.is_file():
         try:

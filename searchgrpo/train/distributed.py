@@ -16,7 +16,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 
 class Dist:
@@ -55,7 +56,7 @@ class Dist:
 
     def shard(self, items: Sequence[Any]) -> list[Any]:
         """This rank's share: every world-th item, starting at its rank."""
-        return list(items[self.rank::self.world])
+        return list(items[self.rank :: self.world])
 
     def barrier(self) -> None:
         if self.enabled:
@@ -85,7 +86,7 @@ class Dist:
         offset = 0
         for p, g in zip(params, grads):
             n = g.numel()
-            p.grad = flat[offset:offset + n].view_as(g).to(g.dtype)
+            p.grad = flat[offset : offset + n].view_as(g).to(g.dtype)
             offset += n
 
     def sum(self, values: Sequence[float]) -> list[float]:

@@ -27,8 +27,9 @@ from searchgrpo.seeding import derive_seed
 from searchgrpo.train.state_pool import StatePool
 
 
-def replay_training_questions(cfg: Config, policy: Any, env: Any, dataset: Dataset, step: int
-                              ) -> tuple[list[SearchState], dict[str, float]]:
+def replay_training_questions(
+    cfg: Config, policy: Any, env: Any, dataset: Dataset, step: int
+) -> tuple[list[SearchState], dict[str, float]]:
     """(the new states, `refresh/*` metrics) of a replay after step `step`."""
     started = time.perf_counter()
     t = cfg.train
@@ -37,16 +38,23 @@ def replay_training_questions(cfg: Config, policy: Any, env: Any, dataset: Datas
         rng = np.random.default_rng(derive_seed(t.seed, "refresh", step))
         qids = sorted(qids[i] for i in rng.choice(len(qids), size=t.refresh_questions, replace=False))
     executor = PolicyExecutor(cfg, policy, use_adapter=True, seed=t.seed)
-    episodes = play(question_starts(dataset, qids, dataset.train), planner=RulePlanner(t.refresh_rounds),
-                    executor=executor, entity_manager=RuleEntityManager(), retriever=env.retriever,
-                    checker=env.checker, top_k=cfg.env.top_k)
+    episodes = play(
+        question_starts(dataset, qids, dataset.train),
+        planner=RulePlanner(t.refresh_rounds),
+        executor=executor,
+        entity_manager=RuleEntityManager(),
+        retriever=env.retriever,
+        checker=env.checker,
+        top_k=cfg.env.top_k,
+    )
     states = []
     for e in episodes:
         for s in e.search_states():
             if len(s.original_clues) >= cfg.data.min_clues_per_round:
                 states.append(replace(s, state_id=f"{s.question_id}/refresh-{step:06d}/r{s.round:03d}"))
-    recalls = [len(e.discovered_after(t.refresh_rounds) & e.start.gold) / len(e.start.gold)
-               for e in episodes if e.start.gold]
+    recalls = [
+        len(e.discovered_after(t.refresh_rounds) & e.start.gold) / len(e.start.gold) for e in episodes if e.start.gold
+    ]
     metrics = {
         "refresh/questions": float(len(episodes)),
         "refresh/states": float(len(states)),
@@ -57,8 +65,17 @@ def replay_training_questions(cfg: Config, policy: Any, env: Any, dataset: Datas
     return states, metrics
 
 
-def refresh_pool(cfg: Config, policy: Any, env: Any, dataset: Dataset, pool: StatePool, step: int, run_dir: Path,
-                 dist: Any, sink: Any) -> dict[str, float]:
+def refresh_pool(
+    cfg: Config,
+    policy: Any,
+    env: Any,
+    dataset: Dataset,
+    pool: StatePool,
+    step: int,
+    run_dir: Path,
+    dist: Any,
+    sink: Any,
+) -> dict[str, float]:
     """The trainer's refresh after `step`: rank 0 replays, saves the states in the run folder and
     says so; every rank then trains on them. Returns the `refresh/*` metrics (empty off rank 0)."""
     metrics: dict[str, float] = {}
@@ -66,9 +83,14 @@ def refresh_pool(cfg: Config, policy: Any, env: Any, dataset: Dataset, pool: Sta
         states, metrics = replay_training_questions(cfg, policy, env, dataset, step)
         pool.set_refreshed(states, step)
         path = pool.save_refreshed(run_dir)
-        sink(LogMessage("info", f"step {step}: replayed {int(metrics['refresh/questions'])} training questions "
-                                f"with the current adapter: {len(states)} states ({metrics['refresh/time_s']:.0f} s) "
-                                f"-> {path}"))
+        sink(
+            LogMessage(
+                "info",
+                f"step {step}: replayed {int(metrics['refresh/questions'])} training questions "
+                f"with the current adapter: {len(states)} states ({metrics['refresh/time_s']:.0f} s) "
+                f"-> {path}",
+            )
+        )
     dist.barrier()
     if not dist.is_main:
         pool.load_refreshed(run_dir, step)

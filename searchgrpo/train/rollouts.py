@@ -26,9 +26,10 @@ the two halves back to back.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from searchgrpo.config import GRPOConfig
 from searchgrpo.data.traces import SearchState
@@ -68,8 +69,12 @@ class ScoredGroup:
     def same_finds(self) -> bool:
         """Every clue set found the same worth of new documents (new_important + new_relevant, as
         weighted in the reward): whatever the rewards' spread, it comes from costs and guards."""
-        return zero_variance([r.reward.weighted.get("new_important", 0.0) + r.reward.weighted.get("new_relevant", 0.0)
-                              for r in self.results])
+        return zero_variance(
+            [
+                r.reward.weighted.get("new_important", 0.0) + r.reward.weighted.get("new_relevant", 0.0)
+                for r in self.results
+            ]
+        )
 
     def usefulness(self, dynamic_filter: str) -> int:
         """0: informative; 1: its rewards differ only by costs and guards and `dynamic_filter` is
@@ -97,8 +102,15 @@ def zero_variance(rewards: Sequence[float]) -> bool:
     return max(rewards) - min(rewards) < ZERO_STD_TOL
 
 
-def sample(g: GRPOConfig, policy: Any, prompts: Sequence[list[int]], seeds: Sequence[int], sampler: Any = None,
-           watch: Stopwatch | None = None, keep_old: bool = False) -> tuple[list[list[Completion]], list[Any]]:
+def sample(
+    g: GRPOConfig,
+    policy: Any,
+    prompts: Sequence[list[int]],
+    seeds: Sequence[int],
+    sampler: Any = None,
+    watch: Stopwatch | None = None,
+    keep_old: bool = False,
+) -> tuple[list[list[Completion]], list[Any]]:
     """K samples per prompt in one sampling call (timed as `generate`; `sampler`, when given,
     samples instead of `generate` on the policy), and with `keep_old` each group's log-probs under
     the weights of now (timed as `old_logprobs`)."""
@@ -107,40 +119,82 @@ def sample(g: GRPOConfig, policy: Any, prompts: Sequence[list[int]], seeds: Sequ
         return [], []
     with watch.time("generate"):
         if sampler is not None:
-            groups = sampler.sample(list(prompts), num_samples=g.num_generations, max_new_tokens=g.max_new_tokens,
-                                    temperature=g.temperature, top_p=g.top_p, seeds=list(seeds))
+            groups = sampler.sample(
+                list(prompts),
+                num_samples=g.num_generations,
+                max_new_tokens=g.max_new_tokens,
+                temperature=g.temperature,
+                top_p=g.top_p,
+                seeds=list(seeds),
+            )
         else:
             groups = generate(
-                policy.model, policy.tokenizer, list(prompts), num_samples=g.num_generations,
-                max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p, device=policy.device,
-                seeds=list(seeds), decoder=g.decoder,
+                policy.model,
+                policy.tokenizer,
+                list(prompts),
+                num_samples=g.num_generations,
+                max_new_tokens=g.max_new_tokens,
+                temperature=g.temperature,
+                top_p=g.top_p,
+                device=policy.device,
+                seeds=list(seeds),
+                decoder=g.decoder,
             )
     old: list[Any] = [None] * len(groups)
     if keep_old:
         with watch.time("old_logprobs"):
-            old = [sampling_logprobs(policy, p, [c.token_ids for c in grp], g.temperature)
-                   for p, grp in zip(prompts, groups)]
+            old = [
+                sampling_logprobs(policy, p, [c.token_ids for c in grp], g.temperature)
+                for p, grp in zip(prompts, groups)
+            ]
     return groups, old
 
 
-def score(env: SearchRoundEnv, states: Sequence[SearchState], groups: Sequence[Sequence[Completion]]
-          ) -> list[list[StepResult]]:
+def score(
+    env: SearchRoundEnv, states: Sequence[SearchState], groups: Sequence[Sequence[Completion]]
+) -> list[list[StepResult]]:
     """Each group through BM25, the checker (one deduplicated batch per group) and the reward."""
     return [env.score_group(s, [c.text for c in grp], [c.truncated for c in grp]) for s, grp in zip(states, groups)]
 
 
-def scored_groups(round_no: int, first_index: int, stride: int, states: Sequence[SearchState],
-                  prompts: Sequence[list[int]], groups: Sequence[Sequence[Completion]],
-                  results: Sequence[list[StepResult]], old: Sequence[Any]) -> list[ScoredGroup]:
-    return [ScoredGroup((round_no, first_index + j * stride), state, list(prompt), list(group), res,
-                        zero_variance([r.reward.total for r in res]), old_logp=o)
-            for j, (state, prompt, group, res, o) in enumerate(zip(states, prompts, groups, results, old))]
+def scored_groups(
+    round_no: int,
+    first_index: int,
+    stride: int,
+    states: Sequence[SearchState],
+    prompts: Sequence[list[int]],
+    groups: Sequence[Sequence[Completion]],
+    results: Sequence[list[StepResult]],
+    old: Sequence[Any],
+) -> list[ScoredGroup]:
+    return [
+        ScoredGroup(
+            (round_no, first_index + j * stride),
+            state,
+            list(prompt),
+            list(group),
+            res,
+            zero_variance([r.reward.total for r in res]),
+            old_logp=o,
+        )
+        for j, (state, prompt, group, res, o) in enumerate(zip(states, prompts, groups, results, old))
+    ]
 
 
-def sample_and_score(g: GRPOConfig, policy: Any, env: SearchRoundEnv, states: Sequence[SearchState],
-                     prompts: Sequence[list[int]], seeds: Sequence[int], round_no: int,
-                     first_index: int = 0, stride: int = 1, watch: Stopwatch | None = None,
-                     sampler: Any = None, keep_old: bool = False) -> list[ScoredGroup]:
+def sample_and_score(
+    g: GRPOConfig,
+    policy: Any,
+    env: SearchRoundEnv,
+    states: Sequence[SearchState],
+    prompts: Sequence[list[int]],
+    seeds: Sequence[int],
+    round_no: int,
+    first_index: int = 0,
+    stride: int = 1,
+    watch: Stopwatch | None = None,
+    sampler: Any = None,
+    keep_old: bool = False,
+) -> list[ScoredGroup]:
     """One round: `sample`, then `score` (timed as `score`)."""
     watch = watch or Stopwatch()
     groups, old = sample(g, policy, prompts, seeds, sampler, watch, keep_old)
@@ -169,10 +223,20 @@ class PendingRollout:
             self.results = self.results.result()
 
 
-def start_rollout(g: GRPOConfig, policy: Any, env: SearchRoundEnv, states: Sequence[SearchState], *,
-                  prompt_of: Callable[[SearchState], list[int]], seed_of: Callable[[SearchState, int], int],
-                  dist: Dist | None = None, watch: Stopwatch | None = None, sampler: Any = None,
-                  scorer: Executor | None = None, keep_old: bool = False) -> PendingRollout:
+def start_rollout(
+    g: GRPOConfig,
+    policy: Any,
+    env: SearchRoundEnv,
+    states: Sequence[SearchState],
+    *,
+    prompt_of: Callable[[SearchState], list[int]],
+    seed_of: Callable[[SearchState, int], int],
+    dist: Dist | None = None,
+    watch: Stopwatch | None = None,
+    sampler: Any = None,
+    scorer: Executor | None = None,
+    keep_old: bool = False,
+) -> PendingRollout:
     """Sample this rank's share of the step's first round now; score it on `scorer` (a thread) if
     given, else now. `keep_old`: keep the samples' log-probs under the weights of now."""
     dist = dist or Dist()
@@ -210,8 +274,9 @@ def finish_rollout(
         with watch.time("score_wait"):
             pending.settle()
     target = len(pending.states)
-    sampled = scored_groups(0, dist.rank, dist.world, pending.picked, pending.prompts, pending.groups,
-                            pending.results, pending.old)  # type: ignore[arg-type]
+    sampled = scored_groups(
+        0, dist.rank, dist.world, pending.picked, pending.prompts, pending.groups, pending.results, pending.old
+    )  # type: ignore[arg-type]
     flags: dict[tuple[int, int], int] = {}  # every rank's groups: key -> usefulness (0 is informative)
     same_finds: dict[tuple[int, int], bool] = {}
     seen = {s.state_id for s in pending.states}
@@ -232,9 +297,20 @@ def finish_rollout(
             break
         seen.update(s.state_id for s in candidates)
         picked = [candidates[i] for i in range(dist.rank, len(candidates), dist.world)]
-        groups = sample_and_score(g, policy, env, picked, [prompt_of(s) for s in picked],
-                                  [seed_of(s, round_no) for s in picked], round_no, dist.rank, dist.world, watch,
-                                  sampler, keep_old)
+        groups = sample_and_score(
+            g,
+            policy,
+            env,
+            picked,
+            [prompt_of(s) for s in picked],
+            [seed_of(s, round_no) for s in picked],
+            round_no,
+            dist.rank,
+            dist.world,
+            watch,
+            sampler,
+            keep_old,
+        )
         sampled.extend(groups)
 
     chosen = choose_batch(flags, target)
@@ -269,10 +345,21 @@ def collect_groups(
 ) -> Rollouts:
     """Sample and score the step's `states` (all ranks' states, in step order) now: `start_rollout`
     then `finish_rollout`. `seed_of(state, round)` seeds a group's sampling."""
-    pending = start_rollout(g, policy, env, states, prompt_of=prompt_of, seed_of=seed_of, dist=dist, watch=watch,
-                            sampler=sampler)
-    return finish_rollout(pending, g, policy, env, prompt_of=prompt_of, seed_of=seed_of, refill=refill, dist=dist,
-                          watch=watch, sampler=sampler)
+    pending = start_rollout(
+        g, policy, env, states, prompt_of=prompt_of, seed_of=seed_of, dist=dist, watch=watch, sampler=sampler
+    )
+    return finish_rollout(
+        pending,
+        g,
+        policy,
+        env,
+        prompt_of=prompt_of,
+        seed_of=seed_of,
+        refill=refill,
+        dist=dist,
+        watch=watch,
+        sampler=sampler,
+    )
 
 
 def choose_batch(flags: dict[tuple[int, int], int], target: int) -> set[tuple[int, int]]:

@@ -27,15 +27,33 @@ from searchgrpo.yaml_safe import safe_yaml
 
 HISTORY_FILE = "config_history.jsonl"
 FREE_KEYS = (
-    "model.device", "model.gradient_checkpointing", "model.attn_implementation", "model.cache_dir",
+    "model.device",
+    "model.gradient_checkpointing",
+    "model.attn_implementation",
+    "model.cache_dir",
     "grpo.decoder",
-    "train.micro_batch_size", "train.eval_every", "train.eval_states", "train.save_every", "train.keep_last",
-    "train.output_dir", "train.run_name", "train.report_to",
+    "train.micro_batch_size",
+    "train.eval_every",
+    "train.eval_states",
+    "train.save_every",
+    "train.keep_last",
+    "train.output_dir",
+    "train.run_name",
+    "train.report_to",
     "data.strict",
-    "env.snippet_chars", "env.search_backend",
-    "checker.server", "checker.api_key_env", "checker.max_concurrency", "checker.timeout_s", "checker.max_retries",
-    "checker.retry_deadline_s", "checker.structured_output", "checker.cache", "checker.cache_path",
-    "checker.server_threads", "checker.max_reply_bytes",
+    "env.snippet_chars",
+    "env.search_backend",
+    "checker.server",
+    "checker.api_key_env",
+    "checker.max_concurrency",
+    "checker.timeout_s",
+    "checker.max_retries",
+    "checker.retry_deadline_s",
+    "checker.structured_output",
+    "checker.cache",
+    "checker.cache_path",
+    "checker.server_threads",
+    "checker.max_reply_bytes",
     "eval.",
 )
 """Keys a resumed run may change without --allow-changes (a trailing dot: the whole section).
@@ -86,13 +104,26 @@ def read_history(run_dir: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def append_history(run_dir: Path, *, step: int, config: dict[str, Any], data: dict[str, str],
-                   changes: list[tuple[str, Any, Any]], allowed: bool) -> None:
+def append_history(
+    run_dir: Path,
+    *,
+    step: int,
+    config: dict[str, Any],
+    data: dict[str, str],
+    changes: list[tuple[str, Any, Any]],
+    allowed: bool,
+) -> None:
     """Add one start to the history (the whole file rewritten atomically: never a torn line)."""
     path = run_dir / HISTORY_FILE
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
-    entry = {"time": time.time(), "start_step": step, "config": config, "data": data,
-             "changes": [{"key": k, "old": o, "new": n} for k, o, n in changes], "allowed_changes": allowed}
+    entry = {
+        "time": time.time(),
+        "start_step": step,
+        "config": config,
+        "data": data,
+        "changes": [{"key": k, "old": o, "new": n} for k, o, n in changes],
+        "allowed_changes": allowed,
+    }
     atomic_write_text(path, old + json.dumps(entry, ensure_ascii=False) + "\n")
 
 
@@ -109,8 +140,9 @@ def run_config(run_dir: Path) -> dict[str, Any] | None:
     return deep_update(Config().to_dict(), data if isinstance(data, dict) else {})
 
 
-def check_resume(run_dir: Path, cfg: Config, data: dict[str, str], *,
-                 allow_changes: bool) -> tuple[list[tuple[str, Any, Any]], list[str]]:
+def check_resume(
+    run_dir: Path, cfg: Config, data: dict[str, str], *, allow_changes: bool
+) -> tuple[list[tuple[str, Any, Any]], list[str]]:
     """(every changed key, warnings) of resuming `run_dir` under `cfg` on data fingerprinted `data`.
 
     Raises a one-line UserError when something that alters the optimisation changed (a config key
@@ -123,18 +155,25 @@ def check_resume(run_dir: Path, cfg: Config, data: dict[str, str], *,
     if guarded:
         what = describe_changes(guarded)
         if not allow_changes:
-            raise UserError(f"{run_dir}: --resume would change what the run optimises: {what}; resume without "
-                            "those changes, or pass --allow-changes to go on under the new config (recorded in "
-                            f"{HISTORY_FILE})")
+            raise UserError(
+                f"{run_dir}: --resume would change what the run optimises: {what}; resume without "
+                "those changes, or pass --allow-changes to go on under the new config (recorded in "
+                f"{HISTORY_FILE})"
+            )
         warnings.append(f"resuming under a changed config (--allow-changes, recorded): {what}")
     history = read_history(run_dir)
     before = history[-1].get("data") if history else None
     if isinstance(before, dict) and before != data:
         which = " and ".join(k for k in data if before.get(k) != data[k]) or "data"
-        where = f"data.corpus = {cfg.data.corpus}, data.traces = {cfg.data.traces}" if cfg.data.corpus else "the demo world"
+        where = (
+            f"data.corpus = {cfg.data.corpus}, data.traces = {cfg.data.traces}" if cfg.data.corpus else "the demo world"
+        )
         if not allow_changes:
-            raise UserError(f"{run_dir}: the {which} changed since the run last started ({where}); resume on the "
-                            "same data, or pass --allow-changes to go on with the new data (recorded)")
-        warnings.append(f"resuming on changed data: the {which} changed since the run last started "
-                        "(--allow-changes, recorded)")
+            raise UserError(
+                f"{run_dir}: the {which} changed since the run last started ({where}); resume on the "
+                "same data, or pass --allow-changes to go on with the new data (recorded)"
+            )
+        warnings.append(
+            f"resuming on changed data: the {which} changed since the run last started (--allow-changes, recorded)"
+        )
     return changes, warnings

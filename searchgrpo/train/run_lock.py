@@ -42,11 +42,11 @@ class Holder:
         return f"pid {self.pid} on {self.host}, started {when}"
 
     @staticmethod
-    def me() -> "Holder":
+    def me() -> Holder:
         return Holder(os.getpid(), socket.gethostname(), time.time())
 
     @staticmethod
-    def parse(text: str) -> "Holder | None":
+    def parse(text: str) -> Holder | None:
         try:
             data = json.loads(text)
             return Holder(int(data["pid"]), str(data["host"]), float(data["started"]))
@@ -65,7 +65,7 @@ class RunLock:
         self._fd: int | None = fd
 
     @classmethod
-    def acquire(cls, run_dir: Path) -> "RunLock":
+    def acquire(cls, run_dir: Path) -> RunLock:
         """Lock `run_dir` (created if missing) or raise RunLocked naming the live holder."""
         run_dir.mkdir(parents=True, exist_ok=True)
         path = run_dir / LOCK_FILE
@@ -76,8 +76,10 @@ class RunLock:
             except BlockingIOError:
                 holder = Holder.parse(_read_all(fd))
                 who = str(holder) if holder else "a process that has not written its name yet"
-                raise RunLocked(f"{run_dir}: another trainer is writing this run ({who}); wait for it to end "
-                                "or stop it: two writers would mix their checkpoints") from None
+                raise RunLocked(
+                    f"{run_dir}: another trainer is writing this run ({who}); wait for it to end "
+                    "or stop it: two writers would mix their checkpoints"
+                ) from None
             stale = Holder.parse(_read_all(fd))
             me = Holder.me()
             os.ftruncate(fd, 0)
@@ -138,6 +140,7 @@ def claim(run_dir: Path, *, fresh_id: bool, resume: bool) -> tuple[Path, RunLock
     lock = RunLock.acquire(run_dir)
     if not resume and (run_dir / "config.yaml").is_file():
         lock.release()
-        raise UserError(f"{run_dir} already holds a run; continue it with --resume, or choose another "
-                        "train.run_name (or --run-dir)")
+        raise UserError(
+            f"{run_dir} already holds a run; continue it with --resume, or choose another train.run_name (or --run-dir)"
+        )
     return run_dir, lock

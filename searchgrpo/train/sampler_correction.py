@@ -17,8 +17,9 @@ and have a sampler log-prob:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -37,8 +38,12 @@ class SamplerCorrection:
     def metrics(self, dist: Any, publish_s: float = 0.0) -> dict[str, float]:
         tokens, diff, absolute, clipped = dist.sum(self.sums)
         tokens = max(tokens, 1.0)
-        return {"sampler/kl": diff / tokens, "sampler/abs_logp_diff": absolute / tokens,
-                "sampler/tis_clipped_frac": clipped / tokens, "sampler/publish_s": publish_s}
+        return {
+            "sampler/kl": diff / tokens,
+            "sampler/abs_logp_diff": absolute / tokens,
+            "sampler/tis_clipped_frac": clipped / tokens,
+            "sampler/publish_s": publish_s,
+        }
 
 
 def needs_correction(completions: Sequence[Completion]) -> bool:
@@ -46,8 +51,12 @@ def needs_correction(completions: Sequence[Completion]) -> bool:
     return any(c.sampler_logprobs is not None for c in completions)
 
 
-def sampler_correction(batches: Sequence[tuple[list[int], Any]], completions: Sequence[Completion],
-                       trainer_logp: Sequence[torch.Tensor], cap: float) -> SamplerCorrection:
+def sampler_correction(
+    batches: Sequence[tuple[list[int], Any]],
+    completions: Sequence[Completion],
+    trainer_logp: Sequence[torch.Tensor],
+    cap: float,
+) -> SamplerCorrection:
     """Weights for each micro-batch (`batches`: (rows, batch) as the step lays them out, rows
     indexing `completions`), from the trainer's log-probs of the same tokens (`trainer_logp`)."""
     out = SamplerCorrection()
@@ -57,14 +66,20 @@ def sampler_correction(batches: Sequence[tuple[list[int], Any]], completions: Se
         for i, r in enumerate(rows):
             lp = completions[r].sampler_logprobs
             if lp is None or len(lp) != len(completions[r].token_ids):
-                raise ValueError(f"completion {r}: {0 if lp is None else len(lp)} sampler log-probs for "
-                                 f"{len(completions[r].token_ids)} tokens")
-            sampler[i, :len(lp)] = torch.tensor(lp, dtype=trainer.dtype)
+                raise ValueError(
+                    f"completion {r}: {0 if lp is None else len(lp)} sampler log-probs for "
+                    f"{len(completions[r].token_ids)} tokens"
+                )
+            sampler[i, : len(lp)] = torch.tensor(lp, dtype=trainer.dtype)
         sampler = sampler.to(trainer.device)
         known = mask & torch.isfinite(sampler)  # a NaN: the server gave no log-prob for that token
         weight, clipped = truncated_importance_weights(trainer, torch.where(known, sampler, trainer), cap)
         out.weights.append(weight)
         diff = (sampler - trainer)[known]
-        out.sums = [a + b for a, b in zip(out.sums, [float(known.sum()), float(diff.sum()), float(diff.abs().sum()),
-                                                     float(clipped[known].sum())])]
+        out.sums = [
+            a + b
+            for a, b in zip(
+                out.sums, [float(known.sum()), float(diff.sum()), float(diff.abs().sum()), float(clipped[known].sum())]
+            )
+        ]
     return out

@@ -17,8 +17,8 @@ see the same states as one uninterrupted process.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -50,7 +50,7 @@ class StatePool:
         """(epoch, states) of the 0-based step `index`."""
         epoch, b = divmod(index, self.steps_per_epoch)
         order = np.random.default_rng(derive_seed(self.seed, "epoch", epoch)).permutation(len(self.original))
-        states = [self.original[i] for i in order[b * self.per:(b + 1) * self.per]]
+        states = [self.original[i] for i in order[b * self.per : (b + 1) * self.per]]
         if self.refreshed and self.mix > 0:
             rng = np.random.default_rng(derive_seed(self.seed, "mix", index))
             swap = rng.random(len(states)) < self.mix
@@ -97,8 +97,10 @@ class StatePool:
             data = json.loads(path.read_text(encoding="utf-8"))
             states = [state_from_json(s) for s in data["states"]]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise UserError(f"{path}: refreshed states cannot be read ({type(exc).__name__}: {exc}); "
-                            "delete the file to train without them") from None
+            raise UserError(
+                f"{path}: refreshed states cannot be read ({type(exc).__name__}: {exc}); "
+                "delete the file to train without them"
+            ) from None
         self.set_refreshed(states, _step_of(path))  # type: ignore[arg-type]
         return path
 

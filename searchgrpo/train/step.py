@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, Union
+from typing import Any
 
 import torch
 
@@ -42,7 +43,7 @@ from searchgrpo.train.rollouts import Refill, Rollouts, ScoredGroup, collect_gro
 from searchgrpo.train.sampler_correction import needs_correction, sampler_correction
 from searchgrpo.train.timing import Stopwatch
 
-Batch = Union[GroupBatch, SequenceBatch]
+Batch = GroupBatch | SequenceBatch
 
 
 @dataclass
@@ -75,13 +76,32 @@ def grpo_step(
     and dynamic sampling (`rollouts.collect_groups`), then the update on this rank's share.
     `sampler` (searchgrpo/policy/samplers.py) samples instead of `generate` on the policy."""
     watch = Stopwatch()
-    rollouts = collect_groups(cfg.grpo, policy, env, states, prompt_of=prompt_of, seed_of=seed_of, refill=refill,
-                              dist=dist, watch=watch, sampler=sampler)
+    rollouts = collect_groups(
+        cfg.grpo,
+        policy,
+        env,
+        states,
+        prompt_of=prompt_of,
+        seed_of=seed_of,
+        refill=refill,
+        dist=dist,
+        watch=watch,
+        sampler=sampler,
+    )
     return update(cfg, policy, optimizer, scheduler, rollouts, dist=dist, watch=watch, sampler=sampler)
 
 
-def update(cfg: Config, policy: Policy, optimizer: Any, scheduler: Any, rollouts: Rollouts, *,
-           dist: Dist | None = None, watch: Stopwatch | None = None, sampler: Any = None) -> StepOutcome:
+def update(
+    cfg: Config,
+    policy: Policy,
+    optimizer: Any,
+    scheduler: Any,
+    rollouts: Rollouts,
+    *,
+    dist: Dist | None = None,
+    watch: Stopwatch | None = None,
+    sampler: Any = None,
+) -> StepOutcome:
     """The clipped, KL-penalised policy-gradient update on this rank's share of `rollouts`. Groups
     sampled before the weights last moved carry their old log-probs (`ScoredGroup.old_logp`, a
     pipelined step), and the PPO ratio is taken against them."""
@@ -110,7 +130,7 @@ def update(cfg: Config, policy: Policy, optimizer: Any, scheduler: Any, rollouts
     with watch.time("loss"):
         batches = [
             (rows, layout_batch(policy, [prompts[i] for i in chunk], [seq_completions[r] for r in rows], K))
-            for chunk in (active[j:j + per_batch] for j in range(0, len(active), per_batch))
+            for chunk in (active[j : j + per_batch] for j in range(0, len(active), per_batch))
             for rows in [[i * K + k for i in chunk for k in range(K)]]
         ]
         ref = _frozen_logprobs(policy, batches, g.temperature, reference=True) if g.beta > 0 and active else None
@@ -121,8 +141,11 @@ def update(cfg: Config, policy: Policy, optimizer: Any, scheduler: Any, rollouts
         if batch_groups and all(grp.old_logp is not None for grp in batch_groups):
             old = _kept_logprobs(batch_groups, batches, K, policy.device)
         else:
-            old = _frozen_logprobs(policy, batches, g.temperature, reference=False) \
-                if g.num_iterations > 1 or correct else None
+            old = (
+                _frozen_logprobs(policy, batches, g.temperature, reference=False)
+                if g.num_iterations > 1 or correct
+                else None
+            )
         tis = sampler_correction(batches, flat, old, g.tis_cap) if correct and old is not None else None
         totals = _Totals()
         params = policy.trainable_parameters()
@@ -174,16 +197,18 @@ def update(cfg: Config, policy: Policy, optimizer: Any, scheduler: Any, rollouts
 
 def _batch_scaled(rewards: torch.Tensor, dist: Dist, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """`scale_rewards: batch` over every rank's rewards: centred by group, scaled by the global std."""
-    everything = torch.tensor([r for part in dist.gather_json(rewards.tolist()) for row in part for r in row],
-                              dtype=torch.float64)
+    everything = torch.tensor(
+        [r for part in dist.gather_json(rewards.tolist()) for row in part for r in row], dtype=torch.float64
+    )
     std = everything.std() if everything.numel() > 1 else everything.new_zeros(())
     adv, zero_std = group_advantages(rewards, "none")
     return (adv.double() / (std + eps)).float(), zero_std
 
 
 @torch.no_grad()
-def _frozen_logprobs(policy: Policy, batches: list[tuple[list[int], Batch]], temperature: float, *,
-                     reference: bool) -> list[torch.Tensor]:
+def _frozen_logprobs(
+    policy: Policy, batches: list[tuple[list[int], Batch]], temperature: float, *, reference: bool
+) -> list[torch.Tensor]:
     """Log-probs that stay fixed during the step: the reference's, or the sampling policy's."""
     policy.model.eval()
     out = []
@@ -193,8 +218,9 @@ def _frozen_logprobs(policy: Policy, batches: list[tuple[list[int], Batch]], tem
     return out
 
 
-def _kept_logprobs(groups: list[ScoredGroup], batches: list[tuple[list[int], Batch]], k: int,
-                   device: Any) -> list[torch.Tensor]:
+def _kept_logprobs(
+    groups: list[ScoredGroup], batches: list[tuple[list[int], Batch]], k: int, device: Any
+) -> list[torch.Tensor]:
     """The old log-probs kept at sampling time, laid out as each micro-batch's rows."""
     out = []
     for rows, batch in batches:

@@ -31,8 +31,20 @@ from searchgrpo.train.timing import Stopwatch
 class StepRunner:
     """See the module docstring."""
 
-    def __init__(self, cfg: Config, policy: Any, env: Any, optimizer: Any, scheduler: Any, pool: StatePool, *,
-                 prompt_of: Any, dist: Dist, sampler: Any = None, total_steps: int) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        policy: Any,
+        env: Any,
+        optimizer: Any,
+        scheduler: Any,
+        pool: StatePool,
+        *,
+        prompt_of: Any,
+        dist: Dist,
+        sampler: Any = None,
+        total_steps: int,
+    ) -> None:
         self.cfg, self.policy, self.env = cfg, policy, env
         self.optimizer, self.scheduler, self.pool = optimizer, scheduler, pool
         self.prompt_of, self.dist, self.sampler, self.total_steps = prompt_of, dist, sampler, total_steps
@@ -51,9 +63,19 @@ class StepRunner:
 
     def _start(self, index: int, watch: Stopwatch) -> PendingRollout:
         _, states = self.pool.states_for_step(index)
-        return start_rollout(self.cfg.grpo, self.policy, self.env, states, prompt_of=self.prompt_of,
-                             seed_of=self._seed_of(index), dist=self.dist, watch=watch, sampler=self.sampler,
-                             scorer=self._scorer, keep_old=self.pipelined)
+        return start_rollout(
+            self.cfg.grpo,
+            self.policy,
+            self.env,
+            states,
+            prompt_of=self.prompt_of,
+            seed_of=self._seed_of(index),
+            dist=self.dist,
+            watch=watch,
+            sampler=self.sampler,
+            scorer=self._scorer,
+            keep_old=self.pipelined,
+        )
 
     def run(self, index: int, *, next_wanted: bool = True) -> tuple[int, StepOutcome]:
         """Step `index` (0-based): (epoch, outcome). `next_wanted`: start the next step's rollout
@@ -70,19 +92,37 @@ class StepRunner:
             self.discard()
             pending = self._start(index, watch)
         self._pending = None
-        rollouts = finish_rollout(pending, cfg.grpo, self.policy, self.env, prompt_of=self.prompt_of,
-                                  seed_of=self._seed_of(index), dist=self.dist, watch=watch, sampler=self.sampler,
-                                  refill=lambda attempt, n, exclude: self.pool.refill(index, attempt, n, exclude),
-                                  keep_old=self.pipelined)
+        rollouts = finish_rollout(
+            pending,
+            cfg.grpo,
+            self.policy,
+            self.env,
+            prompt_of=self.prompt_of,
+            seed_of=self._seed_of(index),
+            dist=self.dist,
+            watch=watch,
+            sampler=self.sampler,
+            refill=lambda attempt, n, exclude: self.pool.refill(index, attempt, n, exclude),
+            keep_old=self.pipelined,
+        )
         if self.pipelined and next_wanted and index + 1 < self.total_steps:
             self._pending = (index + 1, self._start(index + 1, watch))  # its verdicts come while the loss runs
-        outcome = update(cfg, self.policy, self.optimizer, self.scheduler, rollouts, dist=self.dist, watch=watch,
-                         sampler=self.sampler)
+        outcome = update(
+            cfg,
+            self.policy,
+            self.optimizer,
+            self.scheduler,
+            rollouts,
+            dist=self.dist,
+            watch=watch,
+            sampler=self.sampler,
+        )
         after = checker_stats(self.env.checker)
         if before is not None and after is not None:
             keys = sorted(after)  # counters summed over ranks
-            outcome.metrics.update(stats_delta({}, dict(zip(keys, self.dist.sum([after[k] - before.get(k, 0.0)
-                                                                                  for k in keys])))))
+            outcome.metrics.update(
+                stats_delta({}, dict(zip(keys, self.dist.sum([after[k] - before.get(k, 0.0) for k in keys]))))
+            )
         return epoch, outcome
 
     def settle(self) -> None:

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from searchgrpo.agents.llm_checker import PROMPT_VERSION, LLMChecker
 from searchgrpo.config import Config, to_yaml
@@ -169,8 +170,13 @@ class Trainer:
         self.env = make_env(cfg, ds)
         checker = self.env.checker
         if isinstance(checker, LLMChecker):
-            self.sink(LogMessage("info", f"checker: {checker.model} at {checker.client.base_url} "
-                                         f"({checker.structured_output} output, prompt {PROMPT_VERSION})"))
+            self.sink(
+                LogMessage(
+                    "info",
+                    f"checker: {checker.model} at {checker.client.base_url} "
+                    f"({checker.structured_output} output, prompt {PROMPT_VERSION})",
+                )
+            )
         params = self.policy.trainable_parameters()
         self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
         self.scheduler = get_scheduler(
@@ -179,18 +185,35 @@ class Trainer:
             num_warmup_steps=cfg.train.warmup_steps * cfg.grpo.num_iterations,
             num_training_steps=self.total_steps * cfg.grpo.num_iterations,
         )
-        self.runner = StepRunner(cfg, self.policy, self.env, self.optimizer, self.scheduler, self.pool,
-                                 prompt_of=self.prompts, dist=dist, sampler=self.sampler,
-                                 total_steps=self.total_steps)
+        self.runner = StepRunner(
+            cfg,
+            self.policy,
+            self.env,
+            self.optimizer,
+            self.scheduler,
+            self.pool,
+            prompt_of=self.prompts,
+            dist=dist,
+            sampler=self.sampler,
+            total_steps=self.total_steps,
+        )
         self._claim()
         if dist.is_main:
             for leftover in remove_interrupted_writes(self.run_dir):
-                self.sink(LogMessage("warning", f"removed {leftover.name}, left by an interrupted checkpoint "
-                                                "write or deletion"))
+                self.sink(
+                    LogMessage(
+                        "warning", f"removed {leftover.name}, left by an interrupted checkpoint write or deletion"
+                    )
+                )
         dist.barrier()
         if self.resume:
-            info, note = load_newest_checkpoint(self.run_dir, model=self.policy.model, optimizer=self.optimizer,
-                                                scheduler=self.scheduler, base_model=cfg.model.base)
+            info, note = load_newest_checkpoint(
+                self.run_dir,
+                model=self.policy.model,
+                optimizer=self.optimizer,
+                scheduler=self.scheduler,
+                base_model=cfg.model.base,
+            )
             if note:
                 self.sink(LogMessage("warning", note))
             if info is None:
@@ -200,12 +223,21 @@ class Trainer:
                 self.last_eval = info.state.get("last_eval", {})
                 refreshed = self.pool.load_refreshed(self.run_dir, self.step)
                 if refreshed is not None:
-                    self.sink(LogMessage("info", f"training on the {len(self.pool.refreshed)} refreshed states "
-                                                 f"of {refreshed.name}"))
+                    self.sink(
+                        LogMessage(
+                            "info", f"training on the {len(self.pool.refreshed)} refreshed states of {refreshed.name}"
+                        )
+                    )
         if dist.is_main:
             atomic_write_text(self.run_dir / "config.yaml", to_yaml(cfg))
-            append_history(self.run_dir, step=self.step, config=cfg.to_dict(), data=fingerprint, changes=changes,
-                           allowed=self.allow_changes and any(not is_free(k) for k, _, _ in changes))
+            append_history(
+                self.run_dir,
+                step=self.step,
+                config=cfg.to_dict(),
+                data=fingerprint,
+                changes=changes,
+                allowed=self.allow_changes and any(not is_free(k) for k, _, _ in changes),
+            )
 
     def _lock(self, run_dir: Path) -> None:
         self.run_dir, self.lock = claim(run_dir, fresh_id=self._fresh_id and not self.resume, resume=self.resume)
@@ -260,21 +292,38 @@ class Trainer:
     def _nothing_to_do(self, info: CheckpointInfo) -> RunSummary:
         """A resumed run with no steps left: nothing is trained, evaluated or written."""
         self.step = info.step
-        self.sink(LogMessage("info", f"run {self.run_dir.name} already finished at step {info.step} of "
-                                     f"{self.total_steps}; nothing to do (to train further, raise train.max_steps or "
-                                     "train.epochs with --set and --allow-changes)"))
-        return RunSummary(self.run_dir, info.step, "already finished", info.state.get("last_metrics", {}),
-                          info.state.get("last_eval", {}))
+        self.sink(
+            LogMessage(
+                "info",
+                f"run {self.run_dir.name} already finished at step {info.step} of "
+                f"{self.total_steps}; nothing to do (to train further, raise train.max_steps or "
+                "train.epochs with --set and --allow-changes)",
+            )
+        )
+        return RunSummary(
+            self.run_dir,
+            info.step,
+            "already finished",
+            info.state.get("last_metrics", {}),
+            info.state.get("last_eval", {}),
+        )
 
     def _loop(self) -> RunSummary:
         cfg, ds, dist = self.cfg, self.dataset, self.dist
         assert ds is not None
         self.sink(
             RunStarted(
-                run_id=self.run_dir.name, run_dir=str(self.run_dir), base_model=cfg.model.base,
-                device=str(self.policy.device), total_steps=self.total_steps, steps_per_epoch=self.steps_per_epoch,
-                epochs=cfg.train.epochs, num_train_states=len(ds.train), num_eval_states=len(ds.eval),
-                start_step=self.step, config=cfg.to_dict(),
+                run_id=self.run_dir.name,
+                run_dir=str(self.run_dir),
+                base_model=cfg.model.base,
+                device=str(self.policy.device),
+                total_steps=self.total_steps,
+                steps_per_epoch=self.steps_per_epoch,
+                epochs=cfg.train.epochs,
+                num_train_states=len(ds.train),
+                num_eval_states=len(ds.eval),
+                start_step=self.step,
+                config=cfg.to_dict(),
             )
         )
         reason = "completed"
@@ -284,19 +333,31 @@ class Trainer:
                 break
             epoch, outcome = self.runner.run(self.step, next_wanted=not self.control.stop.is_set())
             self.step += 1
-            for group in step_events(self.step, epoch, outcome.groups, outcome.advantages, self.env.retriever.corpus,
-                                     self.cfg.env.snippet_chars, self.dist):
+            for group in step_events(
+                self.step,
+                epoch,
+                outcome.groups,
+                outcome.advantages,
+                self.env.retriever.corpus,
+                self.cfg.env.snippet_chars,
+                self.dist,
+            ):
                 self.sink(group)
             if outcome.nonfinite:
                 self.sink(LogMessage("warning", f"step {self.step}: non-finite loss or gradient; update skipped"))
-            if (cfg.train.refresh_states_every and self.step % cfg.train.refresh_states_every == 0
-                    and self.step < self.total_steps):
+            if (
+                cfg.train.refresh_states_every
+                and self.step % cfg.train.refresh_states_every == 0
+                and self.step < self.total_steps
+            ):
                 outcome.metrics.update(self.refresh_states())
             self.last_metrics = outcome.metrics
             self.sink(StepFinished(self.step, epoch, self.total_steps, outcome.metrics))
             if cfg.train.eval_every and self.step % cfg.train.eval_every == 0:
                 self.evaluate()
-            if (cfg.train.save_every and self.step % cfg.train.save_every == 0) or dist.any(self.control.save_now.is_set()):
+            if (cfg.train.save_every and self.step % cfg.train.save_every == 0) or dist.any(
+                self.control.save_now.is_set()
+            ):
                 self.control.save_now.clear()
                 self.save()
             if dist.any(self.control.stop.is_set()):
@@ -315,8 +376,9 @@ class Trainer:
         assert self.dataset is not None
         self.runner.settle()
         self.prompts.forget(self.pool.refreshed)
-        return refresh_pool(self.cfg, self.policy, self.env, self.dataset, self.pool, self.step, self.run_dir,
-                            self.dist, self.sink)
+        return refresh_pool(
+            self.cfg, self.policy, self.env, self.dataset, self.pool, self.step, self.run_dir, self.dist, self.sink
+        )
 
     def _requests(self) -> tuple[bool, bool, bool]:
         """(stop, pause, save_now) as agreed by every rank."""
@@ -356,9 +418,16 @@ class Trainer:
             return {}
         mine = self.dist.shard(states)
         scored = score_policy(
-            self.policy.model, self.policy.tokenizer, self.env, mine, [self.prompts(s) for s in mine],
-            ds.labels, max_new_tokens=self.cfg.grpo.max_new_tokens, device=self.policy.device,
-            batch_size=self.cfg.train.micro_batch_size, budgets=self.cfg.eval.budgets,
+            self.policy.model,
+            self.policy.tokenizer,
+            self.env,
+            mine,
+            [self.prompts(s) for s in mine],
+            ds.labels,
+            max_new_tokens=self.cfg.grpo.max_new_tokens,
+            device=self.policy.device,
+            batch_size=self.cfg.train.micro_batch_size,
+            budgets=self.cfg.eval.budgets,
         )
         rows = [row for part in self.dist.gather_json([state_summary(s) for s in scored]) for row in part]
         self.last_eval = summarise(rows)

@@ -8,39 +8,75 @@ snippets, so the console can show why each clue set scored what it did.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from searchgrpo.events import DocView, GroupScored, SampleView, event_from_dict, event_to_dict
 from searchgrpo.train.rollouts import ScoredGroup
 
 
-def group_event(step: int, epoch: int, group: ScoredGroup, advantages: Sequence[float] | None, corpus: Any,
-                snippet_chars: int) -> GroupScored:
+def group_event(
+    step: int, epoch: int, group: ScoredGroup, advantages: Sequence[float] | None, corpus: Any, snippet_chars: int
+) -> GroupScored:
     """The event of one group; `advantages` None for a group left out of the batch (all 0)."""
     advantages = advantages if advantages is not None else [0.0] * len(group.results)
     samples = []
     for i, (c, r, a) in enumerate(zip(group.completions, group.results, advantages)):
         docs = [
-            DocView(d.docid, d.title, corpus.get(d.docid).snippet(snippet_chars), d.label.value, d.reason, d.new,
-                    d.clue_index, d.rank)
+            DocView(
+                d.docid,
+                d.title,
+                corpus.get(d.docid).snippet(snippet_chars),
+                d.label.value,
+                d.reason,
+                d.new,
+                d.clue_index,
+                d.rank,
+            )
             for d in r.docs
         ]
         samples.append(
-            SampleView(i, c.text, list(r.clues), r.reward.total, float(a), r.reward.weighted, r.reward.counts, docs,
-                       r.parsed.unparsable, len(c.token_ids), r.truncated, list(r.invented))
+            SampleView(
+                i,
+                c.text,
+                list(r.clues),
+                r.reward.total,
+                float(a),
+                r.reward.weighted,
+                r.reward.counts,
+                docs,
+                r.parsed.unparsable,
+                len(c.token_ids),
+                r.truncated,
+                list(r.invented),
+            )
         )
     rewards = group.rewards
     state = group.state
     return GroupScored(
-        step=step, epoch=epoch, state_id=state.state_id, question=state.question, round=state.round,
-        samples=samples, reward_mean=statistics.fmean(rewards),
-        reward_std=statistics.stdev(rewards) if len(rewards) > 1 else 0.0, zero_std=group.zero_std,
-        original_clues=list(state.original_clues), in_batch=group.in_batch,
+        step=step,
+        epoch=epoch,
+        state_id=state.state_id,
+        question=state.question,
+        round=state.round,
+        samples=samples,
+        reward_mean=statistics.fmean(rewards),
+        reward_std=statistics.stdev(rewards) if len(rewards) > 1 else 0.0,
+        zero_std=group.zero_std,
+        original_clues=list(state.original_clues),
+        in_batch=group.in_batch,
     )
 
 
-def step_events(step: int, epoch: int, groups: Sequence[ScoredGroup], advantages: dict[tuple[int, int], list[float]],
-                corpus: Any, snippet_chars: int, dist: Any) -> list[GroupScored]:
+def step_events(
+    step: int,
+    epoch: int,
+    groups: Sequence[ScoredGroup],
+    advantages: dict[tuple[int, int], list[float]],
+    corpus: Any,
+    snippet_chars: int,
+    dist: Any,
+) -> list[GroupScored]:
     """Every rank's groups of a step as events, in step order (gathered as JSON on every rank)."""
     mine = [group_event(step, epoch, g, advantages.get(g.key), corpus, snippet_chars) for g in groups]
     if not dist.enabled:

@@ -43,8 +43,14 @@ def spawn(*args: str, cwd: Path, fault: str | None = None, env: dict[str, str] |
     """`python -m searchgrpo ARGS` (or, with `fault`, the same CLI with a fault installed first)."""
     module = ["-m", "tests.reliability.inject"] if fault else ["-m", "searchgrpo"]
     full_env = {**(env or cli_env()), **({"SEARCHGRPO_FAULT": fault} if fault else {})}
-    return subprocess.Popen([sys.executable, *module, *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=full_env)
+    return subprocess.Popen(
+        [sys.executable, *module, *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=full_env,
+    )
 
 
 def run_cli(*args: str, cwd: Path, timeout: float = 240, **kw: Any) -> tuple[int, str]:
@@ -119,7 +125,7 @@ def assert_checkpoint_loads(info: Any) -> None:
 
     for f in (info.path / "adapter" / "adapter_model.safetensors", info.path / "rng.safetensors"):
         with safe_open(str(f), framework="pt") as st:
-            for key in st.keys():
+            for key in st:
                 assert torch.isfinite(st.get_tensor(key).float()).all() or "rng" in f.name, (f, key)
     for f in ("optimizer.pt", "scheduler.pt"):
         torch.load(info.path / f, weights_only=True, map_location="cpu")
@@ -239,7 +245,7 @@ class FaultServer:
     def close(self) -> None:
         self.stop()
 
-    def __enter__(self) -> "FaultServer":
+    def __enter__(self) -> FaultServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -299,7 +305,7 @@ class RawServer:
         self._thread.join(timeout=10)
         self._sock.close()
 
-    def __enter__(self) -> "RawServer":
+    def __enter__(self) -> RawServer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -37,12 +37,12 @@ def install(spec: str) -> None:
             delay = float(arg)
             real_save, real_save_file = torch.save, safetensors.torch.save_file
 
-            def slow_save(obj, f, *a, _real=real_save, **kw):
-                time.sleep(delay)
+            def slow_save(obj, f, *a, _real=real_save, _delay=delay, **kw):
+                time.sleep(_delay)
                 return _real(obj, f, *a, **kw)
 
-            def slow_save_file(tensors, filename, *a, _real=real_save_file, **kw):
-                time.sleep(delay)
+            def slow_save_file(tensors, filename, *a, _real=real_save_file, _delay=delay, **kw):
+                time.sleep(_delay)
                 return _real(tensors, filename, *a, **kw)
 
             torch.save, safetensors.torch.save_file = slow_save, slow_save_file
@@ -50,8 +50,8 @@ def install(spec: str) -> None:
             at = int(arg)
             real = torch.save
 
-            def full_disk(obj, f, *a, _real=real, **kw):
-                if _step_of(f) == at and str(f).endswith("optimizer.pt"):
+            def full_disk(obj, f, *a, _real=real, _at=at, **kw):
+                if _step_of(f) == _at and str(f).endswith("optimizer.pt"):
                     with open(f, "wb") as fh:  # half a file, then the disk is full
                         fh.write(b"PK\x03\x04" + b"\0" * 4096)
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(f))
@@ -63,8 +63,8 @@ def install(spec: str) -> None:
 
             delay, real_parity = float(arg), merge.parity_figures
 
-            def slow_parity(*a, _real=real_parity, **kw):
-                time.sleep(delay)
+            def slow_parity(*a, _real=real_parity, _delay=delay, **kw):
+                time.sleep(_delay)
                 return _real(*a, **kw)
 
             merge.parity_figures = slow_parity

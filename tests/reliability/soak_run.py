@@ -80,13 +80,24 @@ def soak(
     start = time.monotonic()
 
     def sample(step: int) -> None:
-        samples.append({"step": step, "elapsed_s": round(time.monotonic() - start, 2), "rss_mb": round(rss_mb(), 2),
-                        "fds": open_fds(), "threads": threads(), **gpu_memory_mb(cuda)})
+        samples.append(
+            {
+                "step": step,
+                "elapsed_s": round(time.monotonic() - start, 2),
+                "rss_mb": round(rss_mb(), 2),
+                "fds": open_fds(),
+                "threads": threads(),
+                **gpu_memory_mb(cuda),
+            }
+        )
         if progress:
             s = samples[-1]
             gpu = f"  gpu {s['gpu_allocated_mb']:8.1f} MB" if cuda else ""
-            print(f"step {step:>6}  {s['elapsed_s']:>8.0f}s  rss {s['rss_mb']:8.1f} MB  fds {s['fds']:>4}  "
-                  f"threads {s['threads']:>3}{gpu}", flush=True)
+            print(
+                f"step {step:>6}  {s['elapsed_s']:>8.0f}s  rss {s['rss_mb']:8.1f} MB  fds {s['fds']:>4}  "
+                f"threads {s['threads']:>3}{gpu}",
+                flush=True,
+            )
 
     saved = {"checkpoints": 0, "evals": 0}
 
@@ -118,7 +129,7 @@ def soak(
     fds_after_close = open_fds()
 
     cut = max(1, int(len(samples) * warmup))
-    steady = samples[cut - 1:] if len(samples) > 1 else samples
+    steady = samples[cut - 1 :] if len(samples) > 1 else samples
     rss_steady = [(s["step"], s["rss_mb"]) for s in steady]
     growth = steady[-1]["rss_mb"] - steady[0]["rss_mb"]
     slope = _slope_per_1k(rss_steady)
@@ -141,18 +152,38 @@ def soak(
             "growth_after_warmup": round(growth, 2),
             "slope_mb_per_1k_steps": round(slope, 3),
         },
-        "fds": {"before": fds_before, "after_warmup": steady[0]["fds"], "end": samples[-1]["fds"],
-                "min_after_warmup": min(fd_values), "max_after_warmup": max(fd_values), "after_close": fds_after_close},
+        "fds": {
+            "before": fds_before,
+            "after_warmup": steady[0]["fds"],
+            "end": samples[-1]["fds"],
+            "min_after_warmup": min(fd_values),
+            "max_after_warmup": max(fd_values),
+            "after_close": fds_after_close,
+        },
         "threads": {"after_warmup": steady[0]["threads"], "end": samples[-1]["threads"]},
         "search_cache": search_cache,
-        **({"gpu_allocated_mb": {"after_warmup": steady[0]["gpu_allocated_mb"], "end": samples[-1]["gpu_allocated_mb"],
-                                 "max": max(s["gpu_allocated_mb"] for s in samples),
-                                 "growth_after_warmup": round(gpu_growth, 2),
-                                 "slope_mb_per_1k_steps": round(_slope_per_1k(
-                                     [(s["step"], s["gpu_allocated_mb"]) for s in steady]), 3)}} if cuda else {}),
-        "bounds": {"rss_growth_after_warmup_mb": rss_bound_mb, "rss_slope_mb_per_1k_steps": slope_bound_mb,
-                   "gpu_allocated_growth_after_warmup_mb": gpu_bound_mb,
-                   "fds": "constant after warm-up; back to the start once closed", "warmup_fraction": warmup},
+        **(
+            {
+                "gpu_allocated_mb": {
+                    "after_warmup": steady[0]["gpu_allocated_mb"],
+                    "end": samples[-1]["gpu_allocated_mb"],
+                    "max": max(s["gpu_allocated_mb"] for s in samples),
+                    "growth_after_warmup": round(gpu_growth, 2),
+                    "slope_mb_per_1k_steps": round(
+                        _slope_per_1k([(s["step"], s["gpu_allocated_mb"]) for s in steady]), 3
+                    ),
+                }
+            }
+            if cuda
+            else {}
+        ),
+        "bounds": {
+            "rss_growth_after_warmup_mb": rss_bound_mb,
+            "rss_slope_mb_per_1k_steps": slope_bound_mb,
+            "gpu_allocated_growth_after_warmup_mb": gpu_bound_mb,
+            "fds": "constant after warm-up; back to the start once closed",
+            "warmup_fraction": warmup,
+        },
         "samples": samples,
     }
     span = steady[-1]["step"] - steady[0]["step"]
@@ -173,8 +204,10 @@ def gpu_memory_mb(cuda: bool) -> dict[str, float]:
     import torch
 
     torch.cuda.synchronize()
-    return {"gpu_allocated_mb": round(torch.cuda.memory_allocated() / 2**20, 2),
-            "gpu_reserved_mb": round(torch.cuda.memory_reserved() / 2**20, 2)}
+    return {
+        "gpu_allocated_mb": round(torch.cuda.memory_allocated() / 2**20, 2),
+        "gpu_reserved_mb": round(torch.cuda.memory_reserved() / 2**20, 2),
+    }
 
 
 def _torch_threads() -> int:

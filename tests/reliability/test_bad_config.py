@@ -31,8 +31,11 @@ FILE_CASES = [
     ("min clues above max", "env:\n  min_clues: 5\n  max_clues: 3\n", ["env.min_clues = 5 is above env.max_clues = 3"]),
     ("4-bit on cpu", "model:\n  device: cpu\n  load_in_4bit: true\n", ["model.load_in_4bit = true needs CUDA"]),
     ("bad device", "model:\n  device: tpu\n", ["model.device = 'tpu'", "auto, cpu, cuda or cuda:N"]),
-    ("credentials in the server URL", "checker:\n  server: http://user:sk-secret@127.0.0.1:8000/v1\n",
-     ["checker.server = 'http://***@127.0.0.1:8000/v1'", "without credentials", "checker.api_key_env"]),
+    (
+        "credentials in the server URL",
+        "checker:\n  server: http://user:sk-secret@127.0.0.1:8000/v1\n",
+        ["checker.server = 'http://***@127.0.0.1:8000/v1'", "without credentials", "checker.api_key_env"],
+    ),
     ("section not a mapping", "grpo: 3\n", ["grpo must be a mapping of keys to values"]),
     ("top level not a mapping", "- grpo\n- train\n", ["the top level must be a mapping of sections"]),
     ("invalid YAML", "grpo: [unclosed\n", ["not valid YAML"]),
@@ -48,11 +51,14 @@ FILE_CASES = [
     ("huge completion", "grpo:\n  max_new_tokens: 10000000\n", ["grpo.max_new_tokens = 10000000", "<= 65536"]),
     ("huge prompt", "grpo:\n  max_prompt_tokens: 100000000\n", ["grpo.max_prompt_tokens = 100000000", "<= 1048576"]),
     ("huge batch", "train:\n  states_per_step: 10000000\n", ["train.states_per_step = 10000000", "<= 100000"]),
-    ("billion laughs", "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
-     "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
-     "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
-     "g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g,*g]\n",
-     ["not valid YAML (aliases expand to more than 10000 values"]),
+    (
+        "billion laughs",
+        "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+        "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+        "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
+        "g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g,*g]\n",
+        ["not valid YAML (aliases expand to more than 10000 values"],
+    ),
     ("recursive alias", "grpo: &g\n  x: *g\n", ["not valid YAML (aliases expand to more than 10000 values"]),
 ]
 
@@ -99,12 +105,15 @@ def test_non_utf8_config_file(tmp_path, capsys, monkeypatch):
     assert_one_error_line(out, str(path), "not valid YAML")
 
 
-@pytest.mark.parametrize("override, words", [
-    ("grpo", ["--set 'grpo'", "expected section.key=value"]),
-    ("=3", ["expected section.key=value"]),
-    ("grpo..beta=1", ["expected section.key=value"]),
-    ("grpo.num_generations=1", ["<defaults> + --set: grpo.num_generations = 1 is out of range: expected >= 2"]),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("grpo", ["--set 'grpo'", "expected section.key=value"]),
+        ("=3", ["expected section.key=value"]),
+        ("grpo..beta=1", ["expected section.key=value"]),
+        ("grpo.num_generations=1", ["<defaults> + --set: grpo.num_generations = 1 is out of range: expected >= 2"]),
+    ],
+)
 def test_bad_override_is_one_line(override, words, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out = main_in_process(["train", "--headless", "--set", override], capsys, monkeypatch)
@@ -117,10 +126,14 @@ def test_missing_files_name_the_key(tmp_path, capsys, monkeypatch):
     ckpts, corpus = tiny_world(tmp_path)
     cases = [
         (["-c", str(tmp_path / "nope.yaml")], [f"{tmp_path / 'nope.yaml'}: config file not found"]),
-        (["--set", f"data.traces={ckpts}", "--set", f"data.corpus={tmp_path / 'nope.jsonl'}"],
-         [f"{tmp_path / 'nope.jsonl'}: corpus file not found (data.corpus)"]),
-        (["--set", f"data.traces={tmp_path / 'nope'}", "--set", f"data.corpus={corpus}"],
-         [f"{tmp_path / 'nope'}: traces folder not found (data.traces)"]),
+        (
+            ["--set", f"data.traces={ckpts}", "--set", f"data.corpus={tmp_path / 'nope.jsonl'}"],
+            [f"{tmp_path / 'nope.jsonl'}: corpus file not found (data.corpus)"],
+        ),
+        (
+            ["--set", f"data.traces={tmp_path / 'nope'}", "--set", f"data.corpus={corpus}"],
+            [f"{tmp_path / 'nope'}: traces folder not found (data.traces)"],
+        ),
         (["--set", f"data.traces={ckpts}"], ["data.corpus is null: set both data.traces and data.corpus"]),
         (["--set", "model.base=./no-such-model"], ["model.base: folder no-such-model not found"]),
         (["--set", f"model.base={tmp_path}"], [f"model.base: {tmp_path} is not a Hugging Face model folder"]),

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -76,6 +76,7 @@ def f_wrong_type_list(run, outside):
 def f_wrong_type_meta(run, outside):
     def edit(m):
         m["rounds"][0]["round"] = "one"
+
     return _meta(run, edit), "rounds[0].round: expected an integer, got str"
 
 
@@ -139,6 +140,7 @@ def f_round_is_a_folder(run, outside):
 def f_path_escape(run, outside):
     def edit(m):
         m["rounds"][1]["checkpoint"] = "../../" + m["rounds"][1]["checkpoint"]
+
     _meta(run, edit)
     return _round(run, 2).parent / "../../round_002.json", "must be a plain file name in the run folder"
 
@@ -146,6 +148,7 @@ def f_path_escape(run, outside):
 def f_absolute_path(run, outside):
     def edit(m):
         m["rounds"][1]["checkpoint"] = "/etc/passwd"
+
     _meta(run, edit)
     return "/etc/passwd", "checkpoint name '/etc/passwd' must be a plain file name"
 
@@ -153,15 +156,35 @@ def f_absolute_path(run, outside):
 def f_round_not_listed(run, outside):
     def edit(m):
         m["rounds"] = [r for r in m["rounds"] if r["round"] != 2]
+
     return _meta(run, edit), "round 3 is SEARCH but round 2 is not listed"
 
 
-CHECKPOINT_FAULTS = {"checkpoint_" + f.__name__[2:]: f for f in (
-    f_invalid_json, f_invalid_json_round, f_empty_file, f_missing_field, f_wrong_type, f_wrong_type_list,
-    f_wrong_type_meta, f_not_an_object, f_non_utf8, f_nested_too_deep, f_empty_run, f_no_rounds, f_huge_file,
-    f_symlink_outside, f_symlinked_question_outside, f_listed_round_missing, f_round_is_a_folder, f_path_escape,
-    f_absolute_path, f_round_not_listed,
-)}
+CHECKPOINT_FAULTS = {
+    "checkpoint_" + f.__name__[2:]: f
+    for f in (
+        f_invalid_json,
+        f_invalid_json_round,
+        f_empty_file,
+        f_missing_field,
+        f_wrong_type,
+        f_wrong_type_list,
+        f_wrong_type_meta,
+        f_not_an_object,
+        f_non_utf8,
+        f_nested_too_deep,
+        f_empty_run,
+        f_no_rounds,
+        f_huge_file,
+        f_symlink_outside,
+        f_symlinked_question_outside,
+        f_listed_round_missing,
+        f_round_is_a_folder,
+        f_path_escape,
+        f_absolute_path,
+        f_round_not_listed,
+    )
+}
 
 # --------------------------------------------------------------------------- corpus lines
 
@@ -172,9 +195,14 @@ def _first_docid(corpus: Path) -> str:
 
 CORPUS_FAULTS: dict[str, tuple[Callable[[Path], bytes], str]] = {
     "corpus_invalid_line": (lambda c: b'{"docid": "x1", "title": "T",\n', "invalid JSON"),
-    "corpus_duplicate_docid": (lambda c: json.dumps({"docid": _first_docid(c), "title": "T", "text": "again"}).encode() + b"\n",
-                        "duplicate docid"),
-    "corpus_empty_text": (lambda c: b'{"docid": "x2", "title": " ", "text": ""}\n', "document has no title and no text"),
+    "corpus_duplicate_docid": (
+        lambda c: json.dumps({"docid": _first_docid(c), "title": "T", "text": "again"}).encode() + b"\n",
+        "duplicate docid",
+    ),
+    "corpus_empty_text": (
+        lambda c: b'{"docid": "x2", "title": " ", "text": ""}\n',
+        "document has no title and no text",
+    ),
     "corpus_non_utf8_line": (lambda c: b'{"docid": "x3", "title": "caf\xe9", "text": "t"}\n', "not valid UTF-8"),
     "corpus_missing_docid": (lambda c: b'{"title": "T", "text": "no id"}\n', "field 'docid' must be a string"),
     "corpus_empty_docid": (lambda c: b'{"docid": "  ", "title": "T", "text": "t"}\n', "field 'docid' is empty"),
@@ -203,8 +231,17 @@ def damage(tmp_path: Path, names: list[str]) -> tuple[Path, Path, list[tuple[str
 
 
 def data_sets(ckpts: Path, corpus: Path, tmp_path: Path) -> list[str]:
-    return [*SETS, "--set", f"data.traces={ckpts}", "--set", f"data.corpus={corpus}",
-            "--set", f"train.output_dir={tmp_path / 'runs'}", "--set", "train.max_steps=1"]
+    return [
+        *SETS,
+        "--set",
+        f"data.traces={ckpts}",
+        "--set",
+        f"data.corpus={corpus}",
+        "--set",
+        f"train.output_dir={tmp_path / 'runs'}",
+        "--set",
+        "train.max_steps=1",
+    ]
 
 
 ALL_FAULTS = [*CHECKPOINT_FAULTS, *CORPUS_FAULTS]
@@ -213,8 +250,9 @@ ALL_FAULTS = [*CHECKPOINT_FAULTS, *CORPUS_FAULTS]
 @pytest.mark.parametrize("fault", ALL_FAULTS)
 def test_strict_stops_at_the_bad_file_in_one_line(fault, tmp_path, capsys, monkeypatch):
     ckpts, corpus, [(where, reason)] = damage(tmp_path, [fault])
-    code, out = main_in_process(["train", "--headless", "--strict", *data_sets(ckpts, corpus, tmp_path)],
-                                capsys, monkeypatch)
+    code, out = main_in_process(
+        ["train", "--headless", "--strict", *data_sets(ckpts, corpus, tmp_path)], capsys, monkeypatch
+    )
     assert code == 2, out
     line = assert_one_error_line(out, reason, "--strict stops at the first malformed input")
     if fault not in ("checkpoint_path_escape", "checkpoint_absolute_path"):
@@ -242,9 +280,15 @@ def test_default_skips_and_counts_every_bad_input(tmp_path):
         assert len(hits) == 1, (where, reason, issues)
 
     # The real CLI, in a subprocess: each skipped input on one line, the total, and a trained step.
-    code, out = run_cli("train", "--headless", *data_sets(ckpts, corpus, tmp_path), "--set", "train.run_name=r",
-                        cwd=tmp_path, env={**os.environ, "COLUMNS": "80", "PYTHONPATH": str(Path(__file__).parents[2]),
-                                           "OMP_NUM_THREADS": "1"})
+    code, out = run_cli(
+        "train",
+        "--headless",
+        *data_sets(ckpts, corpus, tmp_path),
+        "--set",
+        "train.run_name=r",
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "80", "PYTHONPATH": str(Path(__file__).parents[2]), "OMP_NUM_THREADS": "1"},
+    )
     assert code == 0, out
     assert "Traceback" not in out and "error:" not in out
     warnings = [line for line in out.splitlines() if line.startswith("warning: skipped ")]
@@ -282,19 +326,30 @@ def test_a_checkpoints_folder_with_nothing_usable_stops_in_one_line(tmp_path, ca
 
 
 def _question(qid: str, gold: object = True, **extra) -> dict:
-    return {"id": qid, "question": f"Who founded {qid}?", "answers": ["x"],
-            "docs": [{"docid": f"{qid}-d1", "title": f"{qid} Corp", "text": f"{qid} was founded by Ada.", "gold": gold},
-                     {"docid": f"{qid}-d2", "title": "Ada", "text": "Ada was born in Paris."}], **extra}
+    return {
+        "id": qid,
+        "question": f"Who founded {qid}?",
+        "answers": ["x"],
+        "docs": [
+            {"docid": f"{qid}-d1", "title": f"{qid} Corp", "text": f"{qid} was founded by Ada.", "gold": gold},
+            {"docid": f"{qid}-d2", "title": "Ada", "text": "Ada was born in Paris."},
+        ],
+        **extra,
+    }
 
 
 QUESTION_FAULTS: dict[str, tuple[bytes, str]] = {
     "missing_gold": (json.dumps(_question("q-nogold", gold=False)).encode(), "no gold (evidence) document"),
     "gold_not_bool": (json.dumps(_question("q-goldstr", gold="yes")).encode(), "docs[0].gold must be true or false"),
-    "missing_id": (json.dumps({k: v for k, v in _question("q-noid").items() if k != "id"}).encode(),
-                   "field 'id' must be a non-empty string"),
+    "missing_id": (
+        json.dumps({k: v for k, v in _question("q-noid").items() if k != "id"}).encode(),
+        "field 'id' must be a non-empty string",
+    ),
     "docs_not_a_list": (json.dumps({**_question("q-docs"), "docs": "none"}).encode(), "field 'docs' must be a list"),
-    "bad_doc": (json.dumps({**_question("q-baddoc"), "docs": [{"docid": 3, "title": "t", "text": "t"}]}).encode(),
-                "docs[0]: field 'docid' must be a string"),
+    "bad_doc": (
+        json.dumps({**_question("q-baddoc"), "docs": [{"docid": 3, "title": "t", "text": "t"}]}).encode(),
+        "docs[0]: field 'docid' must be a string",
+    ),
     "duplicate_id": (json.dumps(_question("q1")).encode(), "duplicate question id 'q1'"),
     "invalid_json": (b'{"id": "q-x", "question": ', "invalid JSON"),
     "non_utf8": (b'{"id": "q-\xff", "question": "?"}', "not valid UTF-8"),
@@ -316,19 +371,28 @@ def question_set(tmp_path: Path, faults: list[str]) -> tuple[Path, list[tuple[st
 def test_question_set_faults_are_reported_by_collect_and_strict_stops(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path, expected = question_set(tmp_path, list(QUESTION_FAULTS))
-    code, out = main_in_process(["collect", "--questions", str(path), "--out", str(tmp_path / "out"),
-                                 "--set", "model.base=tiny"], capsys, monkeypatch)
+    code, out = main_in_process(
+        ["collect", "--questions", str(path), "--out", str(tmp_path / "out"), "--set", "model.base=tiny"],
+        capsys,
+        monkeypatch,
+    )
     assert code == 0, out
     assert "Traceback" not in out
     for where, reason in expected:
-        assert sum(1 for line in out.splitlines() if line.startswith(f"warning: skipped {where}: ") and reason in line) == 1, (where, out)
+        assert (
+            sum(1 for line in out.splitlines() if line.startswith(f"warning: skipped {where}: ") and reason in line)
+            == 1
+        ), (where, out)
     assert f"warning: {len(expected)} malformed lines skipped" in out
     assert "3 questions collected" in out
 
     for name in QUESTION_FAULTS:
         one, [(where, reason)] = question_set(tmp_path, [name])
-        code, out = main_in_process(["collect", "--strict", "--questions", str(one), "--out",
-                                     str(tmp_path / f"strict-{name}")], capsys, monkeypatch)
+        code, out = main_in_process(
+            ["collect", "--strict", "--questions", str(one), "--out", str(tmp_path / f"strict-{name}")],
+            capsys,
+            monkeypatch,
+        )
         assert code == 2, out
         assert_one_error_line(out, where, reason)
         assert not (tmp_path / f"strict-{name}").exists()  # nothing written before the data was read
@@ -337,8 +401,21 @@ def test_question_set_faults_are_reported_by_collect_and_strict_stops(tmp_path, 
 def test_eval_on_a_question_set_reports_its_bad_lines(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path, expected = question_set(tmp_path, ["missing_gold", "invalid_json"])
-    code, out = main_in_process(["eval", "--baseline", "--questions", str(path), "--limit", "1", *SETS,
-                                 "--output", str(tmp_path / "report.json")], capsys, monkeypatch)
+    code, out = main_in_process(
+        [
+            "eval",
+            "--baseline",
+            "--questions",
+            str(path),
+            "--limit",
+            "1",
+            *SETS,
+            "--output",
+            str(tmp_path / "report.json"),
+        ],
+        capsys,
+        monkeypatch,
+    )
     assert code == 0, out
     for where, reason in expected:
         assert any(line.startswith(f"warning: skipped {where}: {reason}") for line in out.splitlines()), out

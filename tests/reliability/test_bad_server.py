@@ -28,8 +28,7 @@ def fast_backoff(monkeypatch):
 
 
 def trickle_body(server, conn, request):
-    server.send(conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(REPLY))
+    server.send(conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(REPLY))
     for byte in REPLY:  # a byte every 0.2 s: each read gets one, none times out on its own
         if server.stopped():
             return
@@ -50,14 +49,18 @@ def huge(chunked: bool):
     def reply(server, conn, request):
         block = b"x" * 65536
         if chunked:
-            server.send(conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            server.send(
+                conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
             for _ in range(3200):  # 200 MiB, if anyone read it
                 server.send(conn, b"%x\r\n" % len(block) + block + b"\r\n")
         else:
-            server.send(conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-                        % (1 << 30))
+            server.send(
+                conn, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (1 << 30)
+            )
             for _ in range(16384):
                 server.send(conn, block)
+
     return reply
 
 
@@ -118,13 +121,32 @@ def test_train_against_a_trickling_server_stops_in_one_line_within_its_limits(tm
     monkeypatch.chdir(tmp_path)
     with RawServer(models_then_trickle) as server:
         start = time.monotonic()
-        code, out = main_in_process(["train", "--headless", *SETS, "--set", "checker.backend=llm",
-                                     "--set", f"checker.server={server.url}", "--set", "checker.cache=false",
-                                     "--set", "checker.timeout_s=1", "--set", "checker.retry_deadline_s=2.5",
-                                     "--set", "train.max_steps=1"], capsys, monkeypatch)
+        code, out = main_in_process(
+            [
+                "train",
+                "--headless",
+                *SETS,
+                "--set",
+                "checker.backend=llm",
+                "--set",
+                f"checker.server={server.url}",
+                "--set",
+                "checker.cache=false",
+                "--set",
+                "checker.timeout_s=1",
+                "--set",
+                "checker.retry_deadline_s=2.5",
+                "--set",
+                "train.max_steps=1",
+            ],
+            capsys,
+            monkeypatch,
+        )
         took = time.monotonic() - start
     assert code == 2, out
     # Each attempt is cut at 1 s, the last one shorter, so that all end by the 2.5 s deadline.
-    line = assert_one_error_line(out, f"checker server {server.url}/chat/completions failed", "no complete reply within")
+    line = assert_one_error_line(
+        out, f"checker server {server.url}/chat/completions failed", "no complete reply within"
+    )
     assert float(re.search(r"over ([\d.]+) s", line).group(1)) <= 2.6, line
     assert took < 60, took

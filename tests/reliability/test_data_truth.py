@@ -28,10 +28,15 @@ HOSTILE = "Who founded [bold red]Acme[/] \x1b[31mCorp\x1b[0m\r?"
 
 
 def question(qid: str, n: int, text: str | None = None) -> dict:
-    return {"id": qid, "question": text or f"Who founded firm {n}?", "answers": ["Ada"],
-            "docs": [{"docid": f"gold{n}", "title": f"Firm {n}", "text": f"Firm {n} was founded by Ada Lovelace.",
-                      "gold": True},
-                     {"docid": f"other{n}", "title": "Ada Lovelace", "text": "Ada Lovelace was born in London."}]}
+    return {
+        "id": qid,
+        "question": text or f"Who founded firm {n}?",
+        "answers": ["Ada"],
+        "docs": [
+            {"docid": f"gold{n}", "title": f"Firm {n}", "text": f"Firm {n} was founded by Ada Lovelace.", "gold": True},
+            {"docid": f"other{n}", "title": "Ada Lovelace", "text": "Ada Lovelace was born in London."},
+        ],
+    }
 
 
 def write(path: Path, records: list[dict]) -> Path:
@@ -43,9 +48,14 @@ def test_an_edited_document_is_labelled_again(tmp_path):
     request = CheckRequest("q1", "Who founded X?", ("find the founder",), "d1", "X Corp", "X was founded by Ada.")
     edited = CheckRequest("q1", "Who founded X?", ("find the founder",), "d1", "X Corp", "X was founded by Bob.")
     with FaultServer() as server:
+
         def checker() -> LLMChecker:
-            return LLMChecker(ChatClient(server.url), server.model, structured_output="none",
-                              cache=VerdictCache(tmp_path / "v.sqlite"))
+            return LLMChecker(
+                ChatClient(server.url),
+                server.model,
+                structured_output="none",
+                cache=VerdictCache(tmp_path / "v.sqlite"),
+            )
 
         for req in (request, request, edited, edited):
             c = checker()
@@ -70,14 +80,24 @@ def test_collect_after_the_question_set_grew_rewrites_the_corpus_and_check_verif
     monkeypatch.setenv("COLUMNS", "400")  # check's table on one line per row
     source = write(tmp_path / "q.jsonl", [question("q1", 1), question("q2", 2)])
     out = tmp_path / "out"
-    assert main_in_process(["collect", "--questions", str(source), "--out", str(out), *SETS], capsys, monkeypatch)[0] == 0
+    assert (
+        main_in_process(["collect", "--questions", str(source), "--out", str(out), *SETS], capsys, monkeypatch)[0] == 0
+    )
     write(source, [question("q1", 1), question("q2", 2), question("q3", 3)])  # the set grew
     code, text = main_in_process(["collect", "--questions", str(source), "--out", str(out), *SETS], capsys, monkeypatch)
     assert code == 0, text
     assert f"{out / 'corpus.jsonl'}: rewritten for the question set as it is now (2 documents added" in text
     assert {"gold1", "gold2", "gold3"} <= {d.docid for d in load_corpus(out / "corpus.jsonl")}
-    data = ["--set", f"data.traces={out / 'traces'}", "--set", f"data.corpus={out / 'corpus.jsonl'}",
-            "--set", "data.eval_fraction=0", "--set", "train.states_per_step=1"]
+    data = [
+        "--set",
+        f"data.traces={out / 'traces'}",
+        "--set",
+        f"data.corpus={out / 'corpus.jsonl'}",
+        "--set",
+        "data.eval_fraction=0",
+        "--set",
+        "train.states_per_step=1",
+    ]
     code, text = main_in_process(["check", "--no-model", *SETS, *data], capsys, monkeypatch)
     assert code == 0, text
     assert "all 3 IMPORTANT documents the traces name are in the corpus" in " ".join(text.split())
@@ -95,7 +115,9 @@ def test_an_over_long_question_id_costs_nothing(tmp_path, capsys, monkeypatch):
     code, text = main_in_process(["collect", "--questions", str(source), "--out", "out", *SETS], capsys, monkeypatch)
     assert code == 0, text
     assert "3 questions collected" in text
-    metas = {json.loads(p.read_text())["question_id"]: p for p in (tmp_path / "out" / "traces").glob("*/run_001/meta.json")}
+    metas = {
+        json.loads(p.read_text())["question_id"]: p for p in (tmp_path / "out" / "traces").glob("*/run_001/meta.json")
+    }
     assert set(metas) == {long_a, long_b, "short"}
     assert all(len(p.parent.parent.name.encode()) <= 120 for p in metas.values())
 
@@ -105,8 +127,14 @@ def test_an_over_long_line_is_skipped_without_being_read_whole(tmp_path, capsys,
     monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1 << 20)
     huge = json.dumps({"docid": "huge", "title": "t", "text": "x" * (8 << 20)})
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text(json.dumps({"docid": "a", "title": "A", "text": "alpha"}) + "\n" + huge + "\n"
-                      + json.dumps({"docid": "b", "title": "B", "text": "beta"}) + "\n")
+    corpus.write_text(
+        json.dumps({"docid": "a", "title": "A", "text": "alpha"})
+        + "\n"
+        + huge
+        + "\n"
+        + json.dumps({"docid": "b", "title": "B", "text": "beta"})
+        + "\n"
+    )
     issues = IssueLog()
     tracemalloc.start()
     docs = load_corpus(corpus, issues)
@@ -120,8 +148,9 @@ def test_an_over_long_line_is_skipped_without_being_read_whole(tmp_path, capsys,
         fh.write(json.dumps(question("q2", 2, text="y" * (2 << 20))) + "\n")
     code, text = main_in_process(["collect", "--questions", str(source), "--out", "out", *SETS], capsys, monkeypatch)
     assert code == 0 and f"warning: skipped {source}:2: line of 2.0 MiB, above the 1 MiB limit; skipped" in text
-    code, text = main_in_process(["collect", "--questions", str(source), "--out", "out2", "--strict", *SETS],
-                                 capsys, monkeypatch)
+    code, text = main_in_process(
+        ["collect", "--questions", str(source), "--out", "out2", "--strict", *SETS], capsys, monkeypatch
+    )
     assert code == 2
     assert_one_error_line(text, f"{source}:2: line of 2.0 MiB")
 
@@ -137,16 +166,28 @@ def test_text_from_data_is_printed_as_text(tmp_path, capsys, monkeypatch):
     with source.open("a") as fh:
         fh.write("{not json\n")
     outputs = []
-    code, text = main_in_process(["collect", "--questions", str(source), "--out", str(folder / "out"), *SETS],
-                                 capsys, monkeypatch)
+    code, text = main_in_process(
+        ["collect", "--questions", str(source), "--out", str(folder / "out"), *SETS], capsys, monkeypatch
+    )
     assert code == 0, text
     outputs.append(text)
-    data = ["--set", f"data.traces={folder / 'out' / 'traces'}", "--set", f"data.corpus={folder / 'out' / 'corpus.jsonl'}",
-            "--set", "data.eval_fraction=0", "--set", "train.states_per_step=1"]
+    data = [
+        "--set",
+        f"data.traces={folder / 'out' / 'traces'}",
+        "--set",
+        f"data.corpus={folder / 'out' / 'corpus.jsonl'}",
+        "--set",
+        "data.eval_fraction=0",
+        "--set",
+        "train.states_per_step=1",
+    ]
     code, text = main_in_process(["check", "--no-model", *SETS, *data], capsys, monkeypatch)
     outputs.append(text)
-    code, text = main_in_process(["eval", "--baseline", "--questions", str(source), "--limit", "2", *SETS,
-                                  "--output", "report.json"], capsys, monkeypatch)
+    code, text = main_in_process(
+        ["eval", "--baseline", "--questions", str(source), "--limit", "2", *SETS, "--output", "report.json"],
+        capsys,
+        monkeypatch,
+    )
     assert code == 0, text
     outputs.append(text)
     for text in outputs:

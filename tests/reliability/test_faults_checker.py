@@ -28,8 +28,10 @@ from tests.reliability.helpers import SETS, FaultServer, assert_checkpoint_loads
 
 KEY_ENV = "SEARCHGRPO_FAULT_TEST_KEY"
 SECRET = "sk-fault-suite-0123456789abcdef"
-REQUESTS = [CheckRequest("q1", "Who founded Mendho Pharma?", ("find the founder",), f"d{i}", f"Doc {i}", "text " * 20)
-            for i in range(3)]
+REQUESTS = [
+    CheckRequest("q1", "Who founded Mendho Pharma?", ("find the founder",), f"d{i}", f"Doc {i}", "text " * 20)
+    for i in range(3)
+]
 
 
 @pytest.fixture
@@ -120,12 +122,15 @@ def test_the_api_key_is_sent_but_never_shown(server, monkeypatch):
     assert f"refused the API key (HTTP 401); check ${KEY_ENV}" in str(info.value) and SECRET not in str(info.value)
 
 
-@pytest.mark.parametrize("mode, words", [
-    ("500", ["answered HTTP 500", "OpenAI-compatible server"]),
-    ("garbage", ["is unreachable"]),
-    ("torn", ["is unreachable"]),
-    ("down", ["is unreachable", "start it (`searchgrpo serve`) or set checker.server"]),
-])
+@pytest.mark.parametrize(
+    "mode, words",
+    [
+        ("500", ["answered HTTP 500", "OpenAI-compatible server"]),
+        ("garbage", ["is unreachable"]),
+        ("torn", ["is unreachable"]),
+        ("down", ["is unreachable", "start it (`searchgrpo serve`) or set checker.server"]),
+    ],
+)
 def test_health_check_faults_fail_in_one_line(server, mode, words):
     if mode == "down":
         server.stop()
@@ -141,9 +146,21 @@ def test_health_check_faults_fail_in_one_line(server, mode, words):
 def test_a_server_that_fails_its_health_check_stops_train_in_one_line(server, tmp_path, capsys, monkeypatch):
     server.mode = "500"
     monkeypatch.chdir(tmp_path)
-    code, out = main_in_process(["train", "--headless", *SETS, "--set", "checker.backend=llm",
-                                 "--set", f"checker.server={server.url}", "--set", "checker.cache=false"],
-                                capsys, monkeypatch)
+    code, out = main_in_process(
+        [
+            "train",
+            "--headless",
+            *SETS,
+            "--set",
+            "checker.backend=llm",
+            "--set",
+            f"checker.server={server.url}",
+            "--set",
+            "checker.cache=false",
+        ],
+        capsys,
+        monkeypatch,
+    )
     assert code == 2
     assert_one_error_line(out, f"checker server {server.url}/models answered HTTP 500")
 
@@ -161,9 +178,20 @@ def test_training_survives_server_faults_and_resumes_after_an_outage(server, tmp
         return [[dataclasses.replace(c, text="founder company\nuniversity city born") for c in g] for g in groups]
 
     monkeypatch.setattr(rollouts, "generate", real_clues)
-    cfg = tiny_config(tmp_path, "checker.backend=llm", f"checker.server={server.url}", "checker.cache=false",
-                      "checker.timeout_s=0.3", "checker.max_retries=4", "train.max_steps=5", "train.save_every=1",
-                      "train.states_per_step=1", "grpo.num_generations=2", "env.top_k=2", "train.run_name=faults")
+    cfg = tiny_config(
+        tmp_path,
+        "checker.backend=llm",
+        f"checker.server={server.url}",
+        "checker.cache=false",
+        "checker.timeout_s=0.3",
+        "checker.max_retries=4",
+        "train.max_steps=5",
+        "train.save_every=1",
+        "train.states_per_step=1",
+        "grpo.num_generations=2",
+        "env.top_k=2",
+        "train.run_name=faults",
+    )
     server.delay = 1.0
     faults = {1: ("500", 3), 2: ("slow", 2), 3: ("garbage", 2)}
     events: list = []

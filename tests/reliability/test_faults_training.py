@@ -52,8 +52,11 @@ def assert_no_partial_checkpoint(run_dir: Path) -> None:
 
 
 def step_metrics(events_file: Path) -> list[tuple[int, dict]]:
-    return [(e.step, {k: v for k, v in e.metrics.items() if not k.startswith("time/")})
-            for e in read_events(events_file) if isinstance(e, StepFinished)]
+    return [
+        (e.step, {k: v for k, v in e.metrics.items() if not k.startswith("time/")})
+        for e in read_events(events_file)
+        if isinstance(e, StepFinished)
+    ]
 
 
 # --------------------------------------------------------------------------- SIGKILL
@@ -66,8 +69,19 @@ def test_sigkill_at_random_points_and_inside_checkpoint_writes(tmp_path):
     the checkpoint they followed was lost with the kill) report the same numbers both times."""
     rng = random.Random(20240909)
     total = 14
-    args = ["train", "--headless", *SETS, "--set", "train.run_name=kill", "--set", f"train.max_steps={total}",
-            "--set", "train.save_every=1", "--set", "train.keep_last=2"]
+    args = [
+        "train",
+        "--headless",
+        *SETS,
+        "--set",
+        "train.run_name=kill",
+        "--set",
+        f"train.max_steps={total}",
+        "--set",
+        "train.save_every=1",
+        "--set",
+        "train.keep_last=2",
+    ]
     run_dir = tmp_path / "runs" / "kill"
     events = run_dir / "events.jsonl"
     kills = ["random", "in_write", "random", "in_write"]
@@ -75,13 +89,16 @@ def test_sigkill_at_random_points_and_inside_checkpoint_writes(tmp_path):
     for n, when in enumerate(kills):
         started = len(step_metrics(events)) if events.is_file() else 0
         proc = spawn(*args, *(["--resume"] if n else []), cwd=tmp_path, fault="slow_save=0.05")
-        wait_for(lambda: events.is_file() and len(step_metrics(events)) > started, proc)
+        wait_for(lambda started=started: events.is_file() and len(step_metrics(events)) > started, proc)
         if when == "random":
             time.sleep(rng.uniform(0.0, 1.5))
         else:
             root = run_dir / "checkpoints"
-            wait_for(lambda: any(".tmp-" in p.name and "deleted" not in p.name for p in root.iterdir()), proc,
-                     poll=0.005)
+            wait_for(
+                lambda root=root: any(".tmp-" in p.name and "deleted" not in p.name for p in root.iterdir()),
+                proc,
+                poll=0.005,
+            )
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
         assert proc.returncode == -signal.SIGKILL, "the run ended before the kill"
@@ -132,8 +149,9 @@ def test_kill_while_an_old_checkpoint_is_deleted_leaves_no_partial_folder(tmp_pa
     resumed: list = []
     summary = Trainer(cfg, sink=resumed.append, resume=True, run_dir=run_dir).train()
     assert summary.step == 3
-    assert any(isinstance(e, LogMessage) and "left by an interrupted checkpoint write or deletion" in e.text
-               for e in resumed)
+    assert any(
+        isinstance(e, LogMessage) and "left by an interrupted checkpoint write or deletion" in e.text for e in resumed
+    )
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["step-000003"]
 
 
@@ -185,8 +203,11 @@ def test_ctrl_c_twice_aborts_with_130_and_no_partial_checkpoint(tmp_path, capsys
     monkeypatch.setattr(torch, "save", press_in_write)
     monkeypatch.chdir(tmp_path)
     ctrl_c_after(monkeypatch, step=3)
-    code, out = main_in_process(["train", "--headless", *SETS, "--set", "train.run_name=twice",
-                                 "--set", "train.save_every=2"], capsys, monkeypatch)
+    code, out = main_in_process(
+        ["train", "--headless", *SETS, "--set", "train.run_name=twice", "--set", "train.save_every=2"],
+        capsys,
+        monkeypatch,
+    )
     assert code == 130, out
     assert out.strip().splitlines()[-1].startswith("aborted: the newest complete checkpoint is ")
     assert "step-000002; continue with --resume" in out and "Traceback" not in out
@@ -272,8 +293,11 @@ def test_disk_full_during_a_save_keeps_the_previous_checkpoint(which, tmp_path, 
     message = str(info.value)
     run_dir = trainer.run_dir
     assert "\n" not in message
-    for words in (f"{run_dir / 'checkpoints' / 'step-000003'}: checkpoint not written (No space left on device)",
-                  "the newest complete checkpoint, step-000002, is intact", "free disk space, then continue with --resume"):
+    for words in (
+        f"{run_dir / 'checkpoints' / 'step-000003'}: checkpoint not written (No space left on device)",
+        "the newest complete checkpoint, step-000002, is intact",
+        "free disk space, then continue with --resume",
+    ):
         assert words in message
     failed = [e for e in events if isinstance(e, RunFailed)]
     assert len(failed) == 1 and failed[0].step == 3 and "CheckpointWriteError" in failed[0].error
@@ -287,16 +311,28 @@ def test_disk_full_during_a_save_keeps_the_previous_checkpoint(which, tmp_path, 
 
 def test_disk_full_through_the_cli_then_resume(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    args = ["train", "--headless", *SETS, "--set", "train.run_name=full", "--set", "train.max_steps=4",
-            "--set", "train.save_every=1"]
+    args = [
+        "train",
+        "--headless",
+        *SETS,
+        "--set",
+        "train.run_name=full",
+        "--set",
+        "train.max_steps=4",
+        "--set",
+        "train.save_every=1",
+    ]
     with monkeypatch.context() as m:
         disk_fills_in(m, "optimizer", step=3)
         code, out = main_in_process(args, capsys, monkeypatch)
     assert code == 2, out
     run_dir = Path("runs") / "full"
-    assert_one_error_line(out, f"{run_dir / 'checkpoints' / 'step-000003'}: checkpoint not written "
-                               "(No space left on device); the newest complete checkpoint, step-000002, is intact; "
-                               "free disk space, then continue with --resume")
+    assert_one_error_line(
+        out,
+        f"{run_dir / 'checkpoints' / 'step-000003'}: checkpoint not written "
+        "(No space left on device); the newest complete checkpoint, step-000002, is intact; "
+        "free disk space, then continue with --resume",
+    )
     assert [c.step for c in list_checkpoints(run_dir)] == [1, 2]
     assert_no_partial_checkpoint(run_dir)
     assert not [p for p in (run_dir / "checkpoints").iterdir() if ".tmp-" in p.name]

@@ -42,14 +42,17 @@ def weight_loads(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("option, value, words", [
-    ("--limit", "0", "--limit 0 is out of range: expected >= 1"),
-    ("--limit", "-3", "--limit -3 is out of range"),
-    ("--seed", "-1", "--seed -1 is out of range: expected >= 0"),
-    ("--temperature", "0", "--temperature 0.0 is out of range: expected a finite number > 0"),
-    ("--temperature", "-1", "--temperature -1.0 is out of range"),
-    ("--temperature", "nan", "--temperature nan is out of range"),
-])
+@pytest.mark.parametrize(
+    "option, value, words",
+    [
+        ("--limit", "0", "--limit 0 is out of range: expected >= 1"),
+        ("--limit", "-3", "--limit -3 is out of range"),
+        ("--seed", "-1", "--seed -1 is out of range: expected >= 0"),
+        ("--temperature", "0", "--temperature 0.0 is out of range: expected a finite number > 0"),
+        ("--temperature", "-1", "--temperature -1.0 is out of range"),
+        ("--temperature", "nan", "--temperature nan is out of range"),
+    ],
+)
 def test_eval_refuses_options_that_cannot_work(option, value, words, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out = main_in_process(["eval", "--baseline", option, value, *SETS], capsys, monkeypatch)
@@ -60,8 +63,9 @@ def test_eval_refuses_options_that_cannot_work(option, value, words, tmp_path, c
 def test_merge_into_a_file_is_refused_before_any_weight_loads(checkpoint, tmp_path, capsys, monkeypatch, weight_loads):
     target = tmp_path / "merged"
     target.write_text("not a folder")
-    code, out = main_in_process(["merge", "--checkpoint", str(checkpoint), "--output-dir", str(target), *SETS],
-                                capsys, monkeypatch)
+    code, out = main_in_process(
+        ["merge", "--checkpoint", str(checkpoint), "--output-dir", str(target), *SETS], capsys, monkeypatch
+    )
     assert code == 2
     assert_one_error_line(out, f"--output-dir {target}: is a file, not a folder")
     assert weight_loads == []
@@ -72,28 +76,65 @@ def test_merge_onto_a_read_only_file_system_is_refused(checkpoint, tmp_path):
         pytest.skip("needs unshare -m (root)")
     ro = tmp_path / "ro"
     ro.mkdir()
-    cmd = " ".join(f"'{a}'" for a in [sys.executable, "-m", "searchgrpo", "merge", "--checkpoint", str(checkpoint),
-                                      "--output-dir", str(ro / "merged"), *SETS])
-    proc = subprocess.run(["unshare", "-m", "bash", "-c", f"mount -t tmpfs -o ro,size=64k tmpfs '{ro}' && {cmd}"],
-                          capture_output=True, text=True, timeout=300, env=cli_env(), cwd=tmp_path)
+    cmd = " ".join(
+        f"'{a}'"
+        for a in [
+            sys.executable,
+            "-m",
+            "searchgrpo",
+            "merge",
+            "--checkpoint",
+            str(checkpoint),
+            "--output-dir",
+            str(ro / "merged"),
+            *SETS,
+        ]
+    )
+    proc = subprocess.run(
+        ["unshare", "-m", "bash", "-c", f"mount -t tmpfs -o ro,size=64k tmpfs '{ro}' && {cmd}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=cli_env(),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert_one_error_line(proc.stdout + proc.stderr, f"--output-dir {ro / 'merged'}: cannot write there "
-                          "(Read-only file system); give a writable folder")
+    assert_one_error_line(
+        proc.stdout + proc.stderr,
+        f"--output-dir {ro / 'merged'}: cannot write there (Read-only file system); give a writable folder",
+    )
 
 
-def test_an_adapter_that_does_not_fit_the_base_is_refused_before_any_weight_loads(checkpoint, tmp_path, capsys,
-                                                                                  monkeypatch, weight_loads):
+def test_an_adapter_that_does_not_fit_the_base_is_refused_before_any_weight_loads(
+    checkpoint, tmp_path, capsys, monkeypatch, weight_loads
+):
     other = ensure_tiny_model(tmp_path / "tiny-32", hidden_size=32)  # the same layers, half the width
     ckpt = tmp_path / "step-000001"
     shutil.copytree(checkpoint, ckpt)
     state = json.loads((ckpt / "trainer_state.json").read_text())
     del state["base_model"]  # an adapter from elsewhere: only its shapes can tell
     (ckpt / "trainer_state.json").write_text(json.dumps(state))
-    code, out = main_in_process(["merge", "--checkpoint", str(ckpt), "--output-dir", str(tmp_path / "merged"), *SETS,
-                                 "--set", f"model.base={other}"], capsys, monkeypatch)
+    code, out = main_in_process(
+        [
+            "merge",
+            "--checkpoint",
+            str(ckpt),
+            "--output-dir",
+            str(tmp_path / "merged"),
+            *SETS,
+            "--set",
+            f"model.base={other}",
+        ],
+        capsys,
+        monkeypatch,
+    )
     assert code == 2, out
-    assert_one_error_line(out, f"{ckpt}: the adapter's model.layers.0.", "which does not fit the base model's",
-                          "was it trained on another model?")
+    assert_one_error_line(
+        out,
+        f"{ckpt}: the adapter's model.layers.0.",
+        "which does not fit the base model's",
+        "was it trained on another model?",
+    )
     assert weight_loads == []
 
 

@@ -44,13 +44,24 @@ def test_a_second_trainer_is_refused_and_a_dead_ones_lock_taken_over(tmp_path, c
     wait_for(lambda: list_checkpoints(run), proc)
     code, out = main_in_process([*args, "--resume"], capsys, monkeypatch)
     assert code == 2, out
-    assert_one_error_line(out, f"{Path('runs/r')}: another trainer is writing this run (pid {proc.pid} on ",
-                          ", started ", "two writers would mix their checkpoints")
+    assert_one_error_line(
+        out,
+        f"{Path('runs/r')}: another trainer is writing this run (pid {proc.pid} on ",
+        ", started ",
+        "two writers would mix their checkpoints",
+    )
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     done = list_checkpoints(run)[-1].step
-    code, out = main_in_process([*train_args("--set", f"train.max_steps={done + 1}", "--set", "train.save_every=1"),
-                                 "--resume", "--allow-changes"], capsys, monkeypatch)
+    code, out = main_in_process(
+        [
+            *train_args("--set", f"train.max_steps={done + 1}", "--set", "train.save_every=1"),
+            "--resume",
+            "--allow-changes",
+        ],
+        capsys,
+        monkeypatch,
+    )
     assert code == 0, out
     assert f"took over the lock of pid {proc.pid} on " in out and "which ended without releasing it" in out
     assert list_checkpoints(run)[-1].step == done + 1
@@ -69,19 +80,24 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path, capsys,
     assert all(len(list_checkpoints(tmp_path / "runs" / r)) == 1 for r in runs)
 
 
-@pytest.mark.parametrize("override, words", [
-    ("train.states_per_step=10000", ["train states, fewer than train.states_per_step = 10000"]),
-    ("model.base=./no-such-model", ["model.base: folder no-such-model not found"]),
-    ("lora.r=100", ["lora.r = 100 is above the hidden size of tiny (64)"]),
-    ("grpo.max_prompt_tokens=4090", ["grpo.max_prompt_tokens + grpo.max_new_tokens = 4090 + 12",
-                                     "context of tiny (4096 tokens)"]),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("train.states_per_step=10000", ["train states, fewer than train.states_per_step = 10000"]),
+        ("model.base=./no-such-model", ["model.base: folder no-such-model not found"]),
+        ("lora.r=100", ["lora.r = 100 is above the hidden size of tiny (64)"]),
+        (
+            "grpo.max_prompt_tokens=4090",
+            ["grpo.max_prompt_tokens + grpo.max_new_tokens = 4090 + 12", "context of tiny (4096 tokens)"],
+        ),
+    ],
+)
 def test_a_run_that_fails_its_checks_leaves_no_folder_and_says_so_once(override, words, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out = main_in_process(["train", "--headless", *SETS, "--set", override], capsys, monkeypatch)
     assert code == 2, out
     line = assert_one_error_line(out, *words)
-    assert out.count(line[len("error: "):]) == 1, out  # not also as a "run failed" line
+    assert out.count(line[len("error: ") :]) == 1, out  # not also as a "run failed" line
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
@@ -98,19 +114,31 @@ def test_a_new_run_never_takes_a_folder_that_holds_one(tmp_path, capsys, monkeyp
 def test_resume_refuses_optimisation_changes_unless_allowed_and_records_them(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "runs" / "r"
-    assert main_in_process(train_args("--set", "train.max_steps=2", "--set", "train.save_every=1"),
-                           capsys, monkeypatch)[0] == 0
-    for change, words in (("train.lr=0.5", "train.lr 0.01 -> 0.5"), ("grpo.num_generations=4", "grpo.num_generations 3 -> 4"),
-                          ("reward.new_important=2", "reward.new_important 1.0 -> 2.0"),
-                          ("train.max_steps=3", "train.max_steps 2 -> 3")):
-        code, out = main_in_process([*train_args("--set", "train.max_steps=2", "--set", change), "--resume"],
-                                    capsys, monkeypatch)
+    assert (
+        main_in_process(train_args("--set", "train.max_steps=2", "--set", "train.save_every=1"), capsys, monkeypatch)[0]
+        == 0
+    )
+    for change, words in (
+        ("train.lr=0.5", "train.lr 0.01 -> 0.5"),
+        ("grpo.num_generations=4", "grpo.num_generations 3 -> 4"),
+        ("reward.new_important=2", "reward.new_important 1.0 -> 2.0"),
+        ("train.max_steps=3", "train.max_steps 2 -> 3"),
+    ):
+        code, out = main_in_process(
+            [*train_args("--set", "train.max_steps=2", "--set", change), "--resume"], capsys, monkeypatch
+        )
         assert code == 2, out
         assert_one_error_line(out, "--resume would change what the run optimises", words, "--allow-changes")
     assert len(history(run)) == 1 and [c.step for c in list_checkpoints(run)] == [1, 2]
-    code, out = main_in_process([*train_args("--set", "train.max_steps=3", "--set", "train.save_every=1",
-                                             "--set", "train.eval_every=1"), "--resume", "--allow-changes"],
-                                capsys, monkeypatch)
+    code, out = main_in_process(
+        [
+            *train_args("--set", "train.max_steps=3", "--set", "train.save_every=1", "--set", "train.eval_every=1"),
+            "--resume",
+            "--allow-changes",
+        ],
+        capsys,
+        monkeypatch,
+    )
     assert code == 0, out
     assert "resuming under a changed config (--allow-changes, recorded): train.max_steps 2 -> 3" in out
     entries = history(run)
@@ -134,7 +162,10 @@ def test_resume_refuses_changed_data_unless_allowed(tmp_path, capsys, monkeypatc
     assert_one_error_line(out, "the corpus changed since the run last started", f"data.corpus = {corpus}")
     code, out = main_in_process([*resume, "--allow-changes"], capsys, monkeypatch)
     assert code == 0, out
-    assert "resuming on changed data: the corpus changed since the run last started" in out and "already finished at step 1" in out
+    assert (
+        "resuming on changed data: the corpus changed since the run last started" in out
+        and "already finished at step 1" in out
+    )
 
 
 def test_a_finished_run_resumed_is_a_no_op_that_says_so(tmp_path, capsys, monkeypatch):
@@ -145,18 +176,25 @@ def test_a_finished_run_resumed_is_a_no_op_that_says_so(tmp_path, capsys, monkey
     files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     code, out = main_in_process([*args, "--resume"], capsys, monkeypatch)
     assert code == 0, out
-    assert "run r already finished at step 2 of 2; nothing to do" in out and "eval" not in out.lower().split("nothing")[0]
+    assert (
+        "run r already finished at step 2 of 2; nothing to do" in out and "eval" not in out.lower().split("nothing")[0]
+    )
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files  # no event, checkpoint or history added
 
 
 def test_a_fall_back_past_a_damaged_checkpoint_is_announced(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "runs" / "r"
-    assert main_in_process(train_args("--set", "train.max_steps=3", "--set", "train.save_every=1"),
-                           capsys, monkeypatch)[0] == 0
+    assert (
+        main_in_process(train_args("--set", "train.max_steps=3", "--set", "train.save_every=1"), capsys, monkeypatch)[0]
+        == 0
+    )
     (run / "checkpoints" / "step-000003" / "adapter" / "adapter_model.safetensors").write_bytes(b"\0" * 64)
-    code, out = main_in_process([*train_args("--set", "train.max_steps=4", "--set", "train.save_every=1"),
-                                 "--resume", "--allow-changes"], capsys, monkeypatch)
+    code, out = main_in_process(
+        [*train_args("--set", "train.max_steps=4", "--set", "train.save_every=1"), "--resume", "--allow-changes"],
+        capsys,
+        monkeypatch,
+    )
     assert code == 0, out
     assert "step-000003 (" in out and "damaged; resuming from the older step-000002 instead" in out
     assert [c.step for c in list_checkpoints(run)][-2:] == [3, 4]

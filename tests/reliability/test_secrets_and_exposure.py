@@ -31,12 +31,26 @@ KEY_ENV = "SEARCHGRPO_CHECKER_API_KEY"
 
 
 def llm(server: FaultServer, tmp_path: Path) -> list[str]:
-    return ["--set", "checker.backend=llm", "--set", f"checker.server={server.url}",
-            "--set", f"checker.cache_path={tmp_path / 'verdicts.sqlite'}"]
+    return [
+        "--set",
+        "checker.backend=llm",
+        "--set",
+        f"checker.server={server.url}",
+        "--set",
+        f"checker.cache_path={tmp_path / 'verdicts.sqlite'}",
+    ]
 
 
-@pytest.mark.parametrize("bad, kind", [("\r\nX-Injected: 1", "a CR"), ("\n", "an LF"), ("\x7f", "a control character"),
-                                       ("\x1b[31m", "a control character"), ("é", "a character outside printable ASCII")])
+@pytest.mark.parametrize(
+    "bad, kind",
+    [
+        ("\r\nX-Injected: 1", "a CR"),
+        ("\n", "an LF"),
+        ("\x7f", "a control character"),
+        ("\x1b[31m", "a control character"),
+        ("é", "a character outside printable ASCII"),
+    ],
+)
 def test_a_key_that_cannot_go_into_a_header_is_refused_at_start_unshown(bad, kind, tmp_path, capsys, monkeypatch):
     secret = "sk-live-0123456789abcdef"
     monkeypatch.setenv(KEY_ENV, secret[:10] + bad + secret[10:])
@@ -59,9 +73,22 @@ def test_a_key_echoed_by_the_server_never_reaches_the_terminal_or_events(tmp_pat
     monkeypatch.chdir(tmp_path)
     with FaultServer() as server:
         server.mode, server.models_ok = "echo400", True
-        code, out = main_in_process(["train", "--headless", *SETS, *llm(server, tmp_path), "--set", "train.run_name=r",
-                                     "--set", "checker.structured_output=none", "--set", "train.max_steps=1"],
-                                    capsys, monkeypatch)
+        code, out = main_in_process(
+            [
+                "train",
+                "--headless",
+                *SETS,
+                *llm(server, tmp_path),
+                "--set",
+                "train.run_name=r",
+                "--set",
+                "checker.structured_output=none",
+                "--set",
+                "train.max_steps=1",
+            ],
+            capsys,
+            monkeypatch,
+        )
         assert any(r["headers"].get("Authorization") == f"Bearer {secret}" for r in server.records)
     assert code == 2, out
     line = assert_one_error_line(out, "rejected a request (HTTP 400)", "[api key]")
@@ -82,8 +109,11 @@ def test_a_request_that_cannot_be_built_is_not_an_outage(tmp_path, capsys, monke
         assert "could not be built" in str(info.value) and "nothing was sent" in str(info.value)
         assert client.stats.failures == 0 and server.records == []  # not retried, never sent
         monkeypatch.chdir(tmp_path)
-        code, out = main_in_process(["train", "--headless", *SETS, "--set", "checker.backend=llm",
-                                     "--set", f"checker.server={bad_url}"], capsys, monkeypatch)
+        code, out = main_in_process(
+            ["train", "--headless", *SETS, "--set", "checker.backend=llm", "--set", f"checker.server={bad_url}"],
+            capsys,
+            monkeypatch,
+        )
         assert code == 2
         assert_one_error_line(out, "could not be built (the URL holds a space or a control character)")
         server.stop()
@@ -111,8 +141,9 @@ def test_serve_off_loopback_needs_a_key_or_insecure(tmp_path, capsys, monkeypatc
     assert code == 2
     assert_one_error_line(out, "$NO_SUCH_KEY_VAR is not set")
     missing = tmp_path / "none.gguf"  # stops the command after the checks, before anything listens
-    code, out = main_in_process(["serve", "--host", wildcard, "--insecure", "--set", f"checker.gguf={missing}"],
-                                capsys, monkeypatch)
+    code, out = main_in_process(
+        ["serve", "--host", wildcard, "--insecure", "--set", f"checker.gguf={missing}"], capsys, monkeypatch
+    )
     assert code == 2
     assert f"warning: serving on {wildcard} without an API key (--insecure)" in out
     assert_one_error_line(out, f"checker.gguf: {missing} not found")
@@ -121,11 +152,30 @@ def test_serve_off_loopback_needs_a_key_or_insecure(tmp_path, capsys, monkeypatc
 def test_serve_with_a_key_answers_only_requests_that_send_it(tmp_path):
     key = "sk-serve-test-77aa"
     env = cli_env(SERVE_KEY=key)
-    proc = subprocess.Popen([sys.executable, "-m", "searchgrpo", "serve", "--port", "0", "--api-key-env", "SERVE_KEY",
-                             "--set", "checker.server_threads=1", "--set", "checker.max_concurrency=1"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "searchgrpo",
+            "serve",
+            "--port",
+            "0",
+            "--api-key-env",
+            "SERVE_KEY",
+            "--set",
+            "checker.server_threads=1",
+            "--set",
+            "checker.max_concurrency=1",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     lines: list[str] = []
     try:
+
         def serving() -> bool:
             lines.append(proc.stdout.readline())
             return "serving" in lines[-1]
@@ -136,8 +186,12 @@ def test_serve_with_a_key_answers_only_requests_that_send_it(tmp_path):
         for path in ("/models", "/chat/completions"):
             body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}).encode()
             with pytest.raises(urllib.error.HTTPError) as info:
-                urllib.request.urlopen(urllib.request.Request(base + path, data=body if "chat" in path else None,
-                                                              headers={"Content-Type": "application/json"}), timeout=30)
+                urllib.request.urlopen(
+                    urllib.request.Request(
+                        base + path, data=body if "chat" in path else None, headers={"Content-Type": "application/json"}
+                    ),
+                    timeout=30,
+                )
             assert info.value.code == 401
         assert ChatClient(base, api_key=key).health(timeout_s=10)  # the key opens it
     finally:
@@ -147,4 +201,3 @@ def test_serve_with_a_key_answers_only_requests_that_send_it(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
     assert proc.returncode == 0
-

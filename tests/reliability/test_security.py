@@ -68,7 +68,9 @@ def unsafe_uses(path: Path) -> list[str]:
     for node in ast.walk(tree):
         where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            names = [a.name for a in node.names] + (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            )
             if any(n.split(".")[0] in UNSAFE_MODULES for n in names):
                 found.append(f"{where}: imports {names}")
         elif isinstance(node, ast.Call):
@@ -107,9 +109,11 @@ def test_no_pickle_eval_or_wildcard_bind_anywhere_in_the_source():
 
 def test_the_scanner_finds_what_it_looks_for(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("import pickle\nimport torch, yaml, numpy as np\ntorch.load('x')\nyaml.load(s)\n"
-                   "np.load('x', allow_pickle=True)\neval('1')\nmodel.eval()\nHOST = '0.0.0.0'\n"
-                   "torch.load('y', weights_only=True)\nyaml.safe_load(s)\n")
+    bad.write_text(
+        "import pickle\nimport torch, yaml, numpy as np\ntorch.load('x')\nyaml.load(s)\n"
+        "np.load('x', allow_pickle=True)\neval('1')\nmodel.eval()\nHOST = '0.0.0.0'\n"
+        "torch.load('y', weights_only=True)\nyaml.safe_load(s)\n"
+    )
     import tests.reliability.test_security as me
 
     old_root = me.ROOT
@@ -119,8 +123,13 @@ def test_the_scanner_finds_what_it_looks_for(tmp_path):
     finally:
         me.ROOT = old_root
     assert [f.split(": ", 1)[1] for f in found] == [
-        "imports ['pickle']", "torch.load() without weights_only=True", "yaml.load() (use yaml.safe_load)",
-        "np.load(allow_pickle=...)", "eval()", "binds every address ('0.0.0.0')"]
+        "imports ['pickle']",
+        "torch.load() without weights_only=True",
+        "yaml.load() (use yaml.safe_load)",
+        "np.load(allow_pickle=...)",
+        "eval()",
+        "binds every address ('0.0.0.0')",
+    ]
 
 
 class Payload:
@@ -143,10 +152,13 @@ def test_a_poisoned_checkpoint_is_refused_and_its_payload_never_runs(tmp_path, c
     assert main_in_process(args, capsys, monkeypatch)[0] == 0
     info = latest_checkpoint(Path("runs/r"))
     torch.save({"state": {}, "param_groups": [], "x": Payload(marker)}, info.path / "optimizer.pt")
-    code, out = main_in_process([*args[:-2], "--set", "train.max_steps=2", "--resume", "--allow-changes"],
-                                capsys, monkeypatch)
+    code, out = main_in_process(
+        [*args[:-2], "--set", "train.max_steps=2", "--resume", "--allow-changes"], capsys, monkeypatch
+    )
     assert code == 2
-    assert_one_error_line(out, f"{info.path}: checkpoint could not be loaded (UnpicklingError: Weights only load failed")
+    assert_one_error_line(
+        out, f"{info.path}: checkpoint could not be loaded (UnpicklingError: Weights only load failed"
+    )
     assert not marker.exists()
 
     adapter = info.path / "adapter"
@@ -212,21 +224,64 @@ def test_the_api_key_never_reaches_a_file_or_the_output(tmp_path, capsys, monkey
     monkeypatch.setenv("SEARCHGRPO_CHECKER_API_KEY", secret)
     monkeypatch.chdir(tmp_path)
     real_generate = rollouts.generate
-    monkeypatch.setattr(rollouts, "generate", lambda *a, **kw: [
-        [dc.replace(c, text="founder company\nuniversity city born") for c in g] for g in real_generate(*a, **kw)])
+    monkeypatch.setattr(
+        rollouts,
+        "generate",
+        lambda *a, **kw: [
+            [dc.replace(c, text="founder company\nuniversity city born") for c in g] for g in real_generate(*a, **kw)
+        ],
+    )
     with FaultServer(label=f"Maybe. Authorization: Bearer {secret}") as server:
-        checker = ["--set", "checker.backend=llm", "--set", f"checker.server={server.url}",
-                   "--set", f"checker.cache_path={tmp_path / 'cache' / 'verdicts.sqlite'}"]
-        code, out = main_in_process(["train", "--headless", *SETS, *checker, "--set", "train.run_name=r",
-                                     "--set", "train.max_steps=2", "--set", "train.save_every=1",
-                                     "--set", "train.eval_every=2", "--set", "train.eval_states=2"], capsys, monkeypatch)
+        checker = [
+            "--set",
+            "checker.backend=llm",
+            "--set",
+            f"checker.server={server.url}",
+            "--set",
+            f"checker.cache_path={tmp_path / 'cache' / 'verdicts.sqlite'}",
+        ]
+        code, out = main_in_process(
+            [
+                "train",
+                "--headless",
+                *SETS,
+                *checker,
+                "--set",
+                "train.run_name=r",
+                "--set",
+                "train.max_steps=2",
+                "--set",
+                "train.save_every=1",
+                "--set",
+                "train.eval_every=2",
+                "--set",
+                "train.eval_states=2",
+            ],
+            capsys,
+            monkeypatch,
+        )
         assert code == 0, out
         ckpt = latest_checkpoint(Path("runs/r")).path
-        code, eval_out = main_in_process(["eval", "--baseline", "--checkpoint", str(ckpt), "--limit", "2", *SETS,
-                                          *checker, "--output", "report.json"], capsys, monkeypatch)
+        code, eval_out = main_in_process(
+            [
+                "eval",
+                "--baseline",
+                "--checkpoint",
+                str(ckpt),
+                "--limit",
+                "2",
+                *SETS,
+                *checker,
+                "--output",
+                "report.json",
+            ],
+            capsys,
+            monkeypatch,
+        )
         assert code == 0, eval_out
-        assert server.chat_requests() and all(r["headers"].get("Authorization") == f"Bearer {secret}"
-                                              for r in server.records)
+        assert server.chat_requests() and all(
+            r["headers"].get("Authorization") == f"Bearer {secret}" for r in server.records
+        )
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name == "events.jsonl" for p in files) and any(p.name == "report.json" for p in files)
     assert any(p.name == "config.yaml" for p in files) and any(p.suffix == ".sqlite" for p in files)
@@ -240,8 +295,20 @@ def test_the_api_key_never_reaches_a_file_or_the_output(tmp_path, capsys, monkey
 # --------------------------------------------------------------------------- paths from the data
 
 
-HOSTILE_IDS = ["../../escape", "/abs/evil", "..", ".", "a/../../b", "~root", "C:\\evil\\x", "nul\u0000byte",
-               "a/b", "a_b", "a b", "question"]
+HOSTILE_IDS = [
+    "../../escape",
+    "/abs/evil",
+    "..",
+    ".",
+    "a/../../b",
+    "~root",
+    "C:\\evil\\x",
+    "nul\u0000byte",
+    "a/b",
+    "a_b",
+    "a b",
+    "question",
+]
 
 
 def _tree(root: Path) -> set[str]:
@@ -251,10 +318,18 @@ def _tree(root: Path) -> set[str]:
 def test_hostile_question_ids_stay_inside_the_collect_folder(tmp_path):
     """Question ids are used to name folders: none may climb out, and ids that share a safe name
     (`a/b`, `a_b`, `a b`; `..` and `.` both fall back to `question`) must all be collected."""
-    records = [{"id": qid, "question": f"Who founded firm {i}?", "answers": ["x"],
-                "docs": [{"docid": f"d{i}", "title": f"Firm {i}", "text": f"Firm {i} was founded by Ada.", "gold": True},
-                         {"docid": f"e{i}", "title": "Ada", "text": "Ada was born in Paris."}]}
-               for i, qid in enumerate(HOSTILE_IDS)]
+    records = [
+        {
+            "id": qid,
+            "question": f"Who founded firm {i}?",
+            "answers": ["x"],
+            "docs": [
+                {"docid": f"d{i}", "title": f"Firm {i}", "text": f"Firm {i} was founded by Ada.", "gold": True},
+                {"docid": f"e{i}", "title": "Ada", "text": "Ada was born in Paris."},
+            ],
+        }
+        for i, qid in enumerate(HOSTILE_IDS)
+    ]
     work = tmp_path / "work"
     work.mkdir()
     source = work / "q.jsonl"
@@ -294,15 +369,27 @@ def test_hostile_ids_in_checkpoints_write_nothing_outside_the_run(tmp_path, monk
     around = tmp_path.parent
     home = Path(os.environ["SEARCHGRPO_HOME"]).resolve()
     before = _tree(around)
-    cfg = tiny_config(tmp_path, f"data.traces={ckpts}", f"data.corpus={corpus}", "train.max_steps=2",
-                      "train.save_every=1", "train.eval_every=2", "train.eval_states=2", "train.run_name=r")
+    cfg = tiny_config(
+        tmp_path,
+        f"data.traces={ckpts}",
+        f"data.corpus={corpus}",
+        "train.max_steps=2",
+        "train.save_every=1",
+        "train.eval_every=2",
+        "train.eval_states=2",
+        "train.run_name=r",
+    )
     summary = Trainer(cfg).train()
     assert summary.step == 2
     from searchgrpo.evaluate import run_eval
     from searchgrpo.evaluate.inputs import EvalRequest
 
-    run_eval(cfg, EvalRequest(checkpoints=[str(latest_checkpoint(summary.run_dir).path)], limit=2,
-                              output=str(tmp_path / "report.json")))
+    run_eval(
+        cfg,
+        EvalRequest(
+            checkpoints=[str(latest_checkpoint(summary.run_dir).path)], limit=2, output=str(tmp_path / "report.json")
+        ),
+    )
     created = {c for c in _tree(around) - before if not (around / c).resolve().is_relative_to(home)}
     allowed = (str((tmp_path / "runs").relative_to(around)), str((tmp_path / "report.json").relative_to(around)))
     assert created and all(c.startswith(allowed) for c in created), sorted(created)
@@ -315,8 +402,16 @@ def test_merge_outputs_stay_in_the_output_folder_whatever_the_checkpoint_says(tm
     cfg = tiny_config(tmp_path)
     out = tmp_path / "merged"
     checkpoints = []
-    for i, state in enumerate([{"step": "../../../etc/x"}, {"step": -5}, {"step": 1e999}, {"step": [1]},
-                               ["not", "an", "object"], {"step": 7, "base_model": "tiny"}]):
+    for i, state in enumerate(
+        [
+            {"step": "../../../etc/x"},
+            {"step": -5},
+            {"step": 1e999},
+            {"step": [1]},
+            ["not", "an", "object"],
+            {"step": 7, "base_model": "tiny"},
+        ]
+    ):
         ckpt = tmp_path / f"c{i}" / f"step-{i:06d}"
         (ckpt / "adapter").mkdir(parents=True)
         (ckpt / "adapter" / "adapter_config.json").write_text("{}")
@@ -324,8 +419,14 @@ def test_merge_outputs_stay_in_the_output_folder_whatever_the_checkpoint_says(tm
         (ckpt / "trainer_state.json").write_text(json.dumps(state).replace("Infinity", "1e999"))
         checkpoints.append(str(ckpt))
     jobs = plan(cfg, MergeRequest(checkpoints, output_dir=str(out)), "tiny")
-    assert [j.output.name for j in jobs] == ["tiny-grpo-step0", "tiny-grpo-step-5", "tiny-grpo-step2",
-                                             "tiny-grpo-step3", "tiny-grpo-step4", "tiny-grpo-step7"]
+    assert [j.output.name for j in jobs] == [
+        "tiny-grpo-step0",
+        "tiny-grpo-step-5",
+        "tiny-grpo-step2",
+        "tiny-grpo-step3",
+        "tiny-grpo-step4",
+        "tiny-grpo-step7",
+    ]
     assert all(j.output.resolve().parent == out.resolve() for j in jobs)
     (Path(checkpoints[0]) / "trainer_state.json").write_text("{broken")
     with pytest.raises(UserError, match=r"trainer_state.json: not valid JSON"):

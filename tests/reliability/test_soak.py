@@ -25,9 +25,20 @@ def check(report: dict) -> None:
 
 
 def test_thirty_steps_leak_no_descriptor_and_stay_within_the_memory_bound(tmp_path):
-    report = soak([*TINY_OVERRIDES, f"train.output_dir={tmp_path / 'runs'}", "train.save_every=5",
-                        "train.eval_every=10", "train.eval_states=2", "train.keep_last=2"],
-                       steps=30, sample_every=5, warmup=0.3, rss_bound_mb=RSS_BOUND_MB)
+    report = soak(
+        [
+            *TINY_OVERRIDES,
+            f"train.output_dir={tmp_path / 'runs'}",
+            "train.save_every=5",
+            "train.eval_every=10",
+            "train.eval_states=2",
+            "train.keep_last=2",
+        ],
+        steps=30,
+        sample_every=5,
+        warmup=0.3,
+        rss_bound_mb=RSS_BOUND_MB,
+    )
     assert report["steps"] == 30 and len(report["samples"]) == 7
     check(report)
 
@@ -36,15 +47,34 @@ def test_an_http_checker_leaks_no_socket_or_thread(tmp_path, monkeypatch):
     import searchgrpo.train.rollouts as rollouts
 
     real_generate = rollouts.generate
-    monkeypatch.setattr(rollouts, "generate", lambda *a, **kw: [
-        [dataclasses.replace(c, text="founder company\nuniversity city born") for c in g] for g in real_generate(*a, **kw)])
+    monkeypatch.setattr(
+        rollouts,
+        "generate",
+        lambda *a, **kw: [
+            [dataclasses.replace(c, text="founder company\nuniversity city born") for c in g]
+            for g in real_generate(*a, **kw)
+        ],
+    )
     with FaultServer() as server:
         server.label = "RELEVANT"
-        report = soak([*TINY_OVERRIDES, f"train.output_dir={tmp_path / 'runs'}", "checker.backend=llm",
-                            f"checker.server={server.url}", f"checker.cache_path={tmp_path / 'v.sqlite'}",
-                            "checker.max_retries=2", "checker.timeout_s=10",  # a failure fails fast
-                            "train.save_every=10", "grpo.num_generations=2", "env.top_k=2"],
-                           steps=20, sample_every=5, warmup=0.3, rss_bound_mb=RSS_BOUND_MB)
+        report = soak(
+            [
+                *TINY_OVERRIDES,
+                f"train.output_dir={tmp_path / 'runs'}",
+                "checker.backend=llm",
+                f"checker.server={server.url}",
+                f"checker.cache_path={tmp_path / 'v.sqlite'}",
+                "checker.max_retries=2",
+                "checker.timeout_s=10",  # a failure fails fast
+                "train.save_every=10",
+                "grpo.num_generations=2",
+                "env.top_k=2",
+            ],
+            steps=20,
+            sample_every=5,
+            warmup=0.3,
+            rss_bound_mb=RSS_BOUND_MB,
+        )
         requests = len(server.chat_requests())
     assert report["steps"] == 20 and requests > 20
     check(report)

@@ -37,12 +37,29 @@ def test_non_finite_adapter_weights_are_never_saved(tmp_path, capsys, monkeypatc
 
     monkeypatch.setattr(runner_module, "update", step)
     monkeypatch.chdir(tmp_path)
-    code, out = main_in_process(["train", "--headless", *SETS, "--set", "train.run_name=nan", "--set", "train.max_steps=4",
-                                 "--set", "train.save_every=1"], capsys, monkeypatch)
+    code, out = main_in_process(
+        [
+            "train",
+            "--headless",
+            *SETS,
+            "--set",
+            "train.run_name=nan",
+            "--set",
+            "train.max_steps=4",
+            "--set",
+            "train.save_every=1",
+        ],
+        capsys,
+        monkeypatch,
+    )
     assert code == 2, out
-    assert_one_error_line(out, "step 2: 1 of ", "adapter tensors hold NaN or inf (first: ",
-                          "went bad after step 1 (the newest complete checkpoint, step-000001) and by step 2",
-                          "checkpoint step-000002 not written")
+    assert_one_error_line(
+        out,
+        "step 2: 1 of ",
+        "adapter tensors hold NaN or inf (first: ",
+        "went bad after step 1 (the newest complete checkpoint, step-000001) and by step 2",
+        "checkpoint step-000002 not written",
+    )
     run = tmp_path / "runs" / "nan"
     assert [c.step for c in list_checkpoints(run)] == [1]
     assert_checkpoint_loads(list_checkpoints(run)[0])
@@ -51,8 +68,9 @@ def test_non_finite_adapter_weights_are_never_saved(tmp_path, capsys, monkeypatc
 def _can_mount() -> bool:
     if shutil.which("unshare") is None:
         return False
-    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-                           capture_output=True, timeout=30)
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True, timeout=30
+    )
     return probe.returncode == 0
 
 
@@ -74,19 +92,39 @@ def _resume_on_a_full_disk(tmp_path: Path, leaves: list[int]) -> list[tuple[int,
     disk = tmp_path / "disk"
     disk.mkdir()
     (tmp_path / "fill.py").write_text(FILL)
-    base = [sys.executable, "-m", "searchgrpo", "train", "--headless", *SETS, "--set", f"train.output_dir={disk}",
-            "--set", "train.run_name=full", "--set", "train.save_every=1"]
+    base = [
+        sys.executable,
+        "-m",
+        "searchgrpo",
+        "train",
+        "--headless",
+        *SETS,
+        "--set",
+        f"train.output_dir={disk}",
+        "--set",
+        "train.run_name=full",
+        "--set",
+        "train.save_every=1",
+    ]
     quoted = " ".join(f"'{a}'" for a in base)
     script = f"mount -t tmpfs -o size=4m tmpfs '{disk}' && {quoted} --set train.max_steps=1 >/dev/null 2>&1 || exit 9\n"
     for leave in leaves:
-        script += (f"rm -f '{disk}/filler'; '{sys.executable}' '{tmp_path / 'fill.py'}' '{disk}/filler' {leave}\n"
-                   f"{quoted} --set train.max_steps=2 --resume --allow-changes 2>&1; "
-                   f"echo \"exit=$? kept=$(ls '{disk}/full/checkpoints')\"; echo '=== next'\n")
-    proc = subprocess.run(["unshare", "-m", "bash", "-c", script], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path, env=cli_env())
+        script += (
+            f"rm -f '{disk}/filler'; '{sys.executable}' '{tmp_path / 'fill.py'}' '{disk}/filler' {leave}\n"
+            f"{quoted} --set train.max_steps=2 --resume --allow-changes 2>&1; "
+            f"echo \"exit=$? kept=$(ls '{disk}/full/checkpoints')\"; echo '=== next'\n"
+        )
+    proc = subprocess.run(
+        ["unshare", "-m", "bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=cli_env(),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = []
-    for part in proc.stdout.split("=== next")[:len(leaves)]:
+    for part in proc.stdout.split("=== next")[: len(leaves)]:
         code, kept = part.split("exit=", 1)[1].split()[:2]
         results.append((int(code), part, kept))
     return results
@@ -99,12 +137,19 @@ def test_a_real_full_disk_is_reported_as_a_full_disk(tmp_path):
     # fails with "unexpected pos ..." and no errno; the free space tells it is the disk.
     (small_code, small, small_kept), (code, out, kept) = _resume_on_a_full_disk(tmp_path, [150_000, 460_000])
     assert small_code == 2, small
-    assert_one_error_line(small, "step-000002: checkpoint not written (No space left on device: ",
-                          "MiB free, its tensors alone need", "step-000001, is intact")
+    assert_one_error_line(
+        small,
+        "step-000002: checkpoint not written (No space left on device: ",
+        "MiB free, its tensors alone need",
+        "step-000001, is intact",
+    )
     assert small_kept == "kept=step-000001"
     assert code == 2, out
-    line = assert_one_error_line(out, "step-000002: checkpoint not written (No space left on device",
-                                 "the newest complete checkpoint, step-000001, is intact; free disk space")
+    line = assert_one_error_line(
+        out,
+        "step-000002: checkpoint not written (No space left on device",
+        "the newest complete checkpoint, step-000001, is intact; free disk space",
+    )
     assert "unexpected pos" not in line
     assert kept == "kept=step-000001"  # nothing partial left, the old one kept
 
@@ -117,15 +162,22 @@ def test_what_is_written_has_the_umasks_permissions(tmp_path, capsys, monkeypatc
     monkeypatch.chdir(tmp_path)
     old = os.umask(0o027)
     try:
-        for args in (["train", "--headless", *SETS, "--set", "train.run_name=p", "--set", "train.max_steps=1"],
-                     ["merge", "--run-dir", "runs/p", "--output-dir", "merged", "--dtype", "float32", *SETS]):
+        for args in (
+            ["train", "--headless", *SETS, "--set", "train.run_name=p", "--set", "train.max_steps=1"],
+            ["merge", "--run-dir", "runs/p", "--output-dir", "merged", "--dtype", "float32", *SETS],
+        ):
             code, out = main_in_process(args, capsys, monkeypatch)
             assert code == 0, out
     finally:
         os.umask(old)
     ckpt = list_checkpoints(tmp_path / "runs" / "p")[0].path
-    written = [tmp_path / "runs" / "p", ckpt, *ckpt.rglob("*"), tmp_path / "runs" / "p" / "config.yaml",
-               *(tmp_path / "merged").rglob("*")]
+    written = [
+        tmp_path / "runs" / "p",
+        ckpt,
+        *ckpt.rglob("*"),
+        tmp_path / "runs" / "p" / "config.yaml",
+        *(tmp_path / "merged").rglob("*"),
+    ]
     assert any(p.suffix == ".safetensors" for p in (tmp_path / "merged").rglob("*"))
     for p in written:
         mode = stat.S_IMODE(p.stat().st_mode)

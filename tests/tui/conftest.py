@@ -3,10 +3,12 @@ shows as text, and waiting for the app without timing assertions."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -28,8 +30,9 @@ def cfg(tmp_path, monkeypatch):
     return load_config(None, [*TINY_OVERRIDES, "train.output_dir=runs"])
 
 
-def make_app(cfg, runner: ScriptedRunner | None = None, backend: ScriptedBackend | None = None,
-             **kwargs: Any) -> ConsoleApp:
+def make_app(
+    cfg, runner: ScriptedRunner | None = None, backend: ScriptedBackend | None = None, **kwargs: Any
+) -> ConsoleApp:
     """The console over a scripted backend (training with `runner`, if given)."""
     return ConsoleApp(cfg, "built-in defaults", backend=backend or ScriptedBackend(runner), **kwargs)
 
@@ -50,8 +53,13 @@ async def until(pilot, condition: Callable[[], bool], what: str = "condition", t
     raise AssertionError(f"never reached: {what}")
 
 
-FIRST_FOCUS = {"1": "#group-table", "2": "#eval-policies", "3": "#merge-checkpoints", "4": "#config-table",
-               "5": "#log-pane"}
+FIRST_FOCUS = {
+    "1": "#group-table",
+    "2": "#eval-policies",
+    "3": "#merge-checkpoints",
+    "4": "#config-table",
+    "5": "#log-pane",
+}
 
 
 async def show_tab(pilot, key: str) -> None:
@@ -64,10 +72,8 @@ async def show_tab(pilot, key: str) -> None:
 
 async def settle(pilot) -> None:
     """Wait for every worker (a failed one included), then fold in all events and redraw everything."""
-    try:
+    with contextlib.suppress(WorkerFailed):
         await pilot.app.workers.wait_for_complete()
-    except WorkerFailed:
-        pass
     await pilot.pause()
     pilot.app.redraw()
     await pilot.pause()
@@ -77,8 +83,13 @@ def make_checkpoint(run_dir: Path, step: int) -> Path:
     """A folder that `list_checkpoints` accepts as a complete checkpoint."""
     path = run_dir / "checkpoints" / f"step-{step:06d}"
     (path / "adapter").mkdir(parents=True)
-    for name in ("adapter/adapter_config.json", "adapter/adapter_model.safetensors", "optimizer.pt",
-                 "scheduler.pt", "rng.safetensors"):
+    for name in (
+        "adapter/adapter_config.json",
+        "adapter/adapter_model.safetensors",
+        "optimizer.pt",
+        "scheduler.pt",
+        "rng.safetensors",
+    ):
         (path / name).write_text("{}")
     (path / "trainer_state.json").write_text(json.dumps({"step": step}))
     return path

@@ -40,15 +40,28 @@ from searchgrpo.events import (
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC
 QUESTIONS = [
-    ("Which river flows through the city where the composer of the Harbour Suite was born?",
-     ["Harbour Suite composer", "composer birthplace city", "river through Vellmar"]),
-    ("What year was the bridge designed by the architect of the Old Exchange completed?",
-     ["Old Exchange architect", "bridges designed by Anna Lind", "Lind bridge completion year"]),
-    ("Who founded the observatory on the island where the poet Tarquin Hale died?",
-     ["Tarquin Hale death place", "observatory Skerrow island", "founder of Skerrow observatory"]),
+    (
+        "Which river flows through the city where the composer of the Harbour Suite was born?",
+        ["Harbour Suite composer", "composer birthplace city", "river through Vellmar"],
+    ),
+    (
+        "What year was the bridge designed by the architect of the Old Exchange completed?",
+        ["Old Exchange architect", "bridges designed by Anna Lind", "Lind bridge completion year"],
+    ),
+    (
+        "Who founded the observatory on the island where the poet Tarquin Hale died?",
+        ["Tarquin Hale death place", "observatory Skerrow island", "founder of Skerrow observatory"],
+    ),
 ]
-COMPONENTS = ("new_important", "new_relevant", "irrelevant", "already_discovered", "duplicate_clue",
-              "unparsable", "clue_count_out_of_bounds")
+COMPONENTS = (
+    "new_important",
+    "new_relevant",
+    "irrelevant",
+    "already_discovered",
+    "duplicate_clue",
+    "unparsable",
+    "clue_count_out_of_bounds",
+)
 WEIGHTS = (1.0, 0.2, -0.05, -0.1, -0.25, -1.0, -0.5)
 LABELS = ("IMPORTANT", "RELEVANT", "IRRELEVANT")
 
@@ -61,10 +74,18 @@ def _sample(rng: random.Random, index: int, clues: list[str], skill: float) -> S
             label = LABELS[0] if roll < skill * 0.4 else LABELS[1] if roll < 0.3 + skill * 0.3 else LABELS[2]
             new = rng.random() < 0.75
             docid = f"d{rng.randrange(1000):04d}"
-            docs.append(DocView(docid, f"{clue.split()[0].title()} — entry {docid}",
-                                f"{clue} appears in this passage, with dates and places around it.",
-                                label, f"{'mentions' if label != 'IRRELEVANT' else 'does not mention'} {clue.split()[-1]}",
-                                new, ci, rank))
+            docs.append(
+                DocView(
+                    docid,
+                    f"{clue.split()[0].title()} — entry {docid}",
+                    f"{clue} appears in this passage, with dates and places around it.",
+                    label,
+                    f"{'mentions' if label != 'IRRELEVANT' else 'does not mention'} {clue.split()[-1]}",
+                    new,
+                    ci,
+                    rank,
+                )
+            )
             if not new:
                 counts["already_discovered"] += 1
             elif label == "IMPORTANT":
@@ -79,47 +100,86 @@ def _sample(rng: random.Random, index: int, clues: list[str], skill: float) -> S
     return SampleView(index, completion, clues, reward, 0.0, weighted, counts, docs, False, 8 + 3 * len(clues))
 
 
-def _group(rng: random.Random, step: int, epoch: int, qi: int, k: int, skill: float, time: float,
-           zero: bool) -> GroupScored:
+def _group(
+    rng: random.Random, step: int, epoch: int, qi: int, k: int, skill: float, time: float, zero: bool
+) -> GroupScored:
     question, base = QUESTIONS[qi % len(QUESTIONS)]
     samples = []
     for i in range(k):
-        clues = base[:2 + (i % 2)] if not zero else base[:2]
-        samples.append(_sample(random.Random(0) if zero else rng, i, [f"{c} {i}" if i > 1 else c for c in clues],
-                               skill))
+        clues = base[: 2 + (i % 2)] if not zero else base[:2]
+        samples.append(
+            _sample(random.Random(0) if zero else rng, i, [f"{c} {i}" if i > 1 else c for c in clues], skill)
+        )
     rewards = [s.reward for s in samples]
     mean = sum(rewards) / k
     std = 0.0 if len(set(rewards)) == 1 else (sum((r - mean) ** 2 for r in rewards) / (k - 1)) ** 0.5
-    samples = [SampleView(**{**s.__dict__, "advantage": 0.0 if std == 0 else (s.reward - mean) / std})
-               for s in samples]
-    return GroupScored(step, epoch, f"q{qi:03d}-r{1 + step % 3}", question, 1 + step % 3, samples, mean, std,
-                       std == 0, list(base[:2]), time=time)
+    samples = [SampleView(**{**s.__dict__, "advantage": 0.0 if std == 0 else (s.reward - mean) / std}) for s in samples]
+    return GroupScored(
+        step,
+        epoch,
+        f"q{qi:03d}-r{1 + step % 3}",
+        question,
+        1 + step % 3,
+        samples,
+        mean,
+        std,
+        std == 0,
+        list(base[:2]),
+        time=time,
+    )
 
 
 def run_started(total: int = 12, start_step: int = 0, run_id: str = "20260101-000000") -> RunStarted:
-    return RunStarted(run_id, f"runs/{run_id}", "tiny", "cpu", total, 6, 2, 12, 4, start_step,
-                      {"model": {"base": "tiny"}}, T0 + start_step)
+    return RunStarted(
+        run_id,
+        f"runs/{run_id}",
+        "tiny",
+        "cpu",
+        total,
+        6,
+        2,
+        12,
+        4,
+        start_step,
+        {"model": {"base": "tiny"}},
+        T0 + start_step,
+    )
 
 
-def step_events(step: int, total: int = 12, k: int = 4, groups: int = 2, seed: int = 0,
-                zero_every: int = 5) -> list[Any]:
+def step_events(
+    step: int, total: int = 12, k: int = 4, groups: int = 2, seed: int = 0, zero_every: int = 5
+) -> list[Any]:
     """The GroupScored events and StepFinished of one step (1-based)."""
     rng = random.Random(seed * 1000 + step)
     time = T0 + 10.0 * step
     skill = min(0.2 + step / max(total, 1), 1.0)
     epoch = (step - 1) // 6
-    out: list[Any] = [_group(rng, step, epoch, step * groups + g, k, skill, time, zero_every and step % zero_every == 0
-                             and g == 0) for g in range(groups)]
+    out: list[Any] = [
+        _group(rng, step, epoch, step * groups + g, k, skill, time, zero_every and step % zero_every == 0 and g == 0)
+        for g in range(groups)
+    ]
     rewards = [s.reward for grp in out for s in grp.samples]
     mean = sum(rewards) / len(rewards)
     metrics = {
-        "reward/mean": mean, "reward/std": (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5,
-        "reward/min": min(rewards), "reward/max": max(rewards),
+        "reward/mean": mean,
+        "reward/std": (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5,
+        "reward/min": min(rewards),
+        "reward/max": max(rewards),
         "reward/frac_zero_std": sum(g.zero_std for g in out) / groups,
-        "loss/total": 0.02 * rng.uniform(-1, 1), "loss/kl": 0.001 * step, "loss/clip_frac": 0.01 * rng.random(),
-        "loss/clip_low": 0.0, "loss/clip_high": 0.0, "grad/norm": 0.5 + rng.random(), "train/lr": 5e-5,
-        "time/step": 10.0, "time/generate": 6.0, "time/score": 1.0, "time/loss": 3.0, "tokens/completion": 96.0,
-        "rollout/clues": 2.5, "rollout/docs": 7.5,
+        "loss/total": 0.02 * rng.uniform(-1, 1),
+        "loss/kl": 0.001 * step,
+        "loss/clip_frac": 0.01 * rng.random(),
+        "loss/clip_low": 0.0,
+        "loss/clip_high": 0.0,
+        "grad/norm": 0.5 + rng.random(),
+        "train/lr": 5e-5,
+        "time/step": 10.0,
+        "time/generate": 6.0,
+        "time/score": 1.0,
+        "time/loss": 3.0,
+        "tokens/completion": 96.0,
+        "rollout/clues": 2.5,
+        "rollout/docs": 7.5,
     }
     for name in COMPONENTS:
         metrics[f"reward/{name}"] = sum(s.components[name] for grp in out for s in grp.samples) / len(rewards)
@@ -127,19 +187,28 @@ def step_events(step: int, total: int = 12, k: int = 4, groups: int = 2, seed: i
     return out
 
 
-def scripted_run(steps: int = 12, total: int = 12, k: int = 4, eval_every: int = 4, save_every: int = 4,
-                 finish: bool = True) -> list[Any]:
+def scripted_run(
+    steps: int = 12, total: int = 12, k: int = 4, eval_every: int = 4, save_every: int = 4, finish: bool = True
+) -> list[Any]:
     """A whole run's events, as the trainer would send them."""
-    events: list[Any] = [LogMessage("warning", "skipped checkpoints/q999/run_001/meta.json: not JSON", T0),
-                         run_started(total)]
+    events: list[Any] = [
+        LogMessage("warning", "skipped checkpoints/q999/run_001/meta.json: not JSON", T0),
+        run_started(total),
+    ]
     for step in range(1, steps + 1):
         events += step_events(step, total, k)
         if eval_every and step % eval_every == 0:
-            events.append(EvalFinished(step, {"eval/reward_mean": 0.1 * step, "eval/important_discovery": 0.05 * step,
-                                              "eval/states": 4.0}, T0 + 10.0 * step + 6))
+            events.append(
+                EvalFinished(
+                    step,
+                    {"eval/reward_mean": 0.1 * step, "eval/important_discovery": 0.05 * step, "eval/states": 4.0},
+                    T0 + 10.0 * step + 6,
+                )
+            )
         if save_every and step % save_every == 0:
-            events.append(CheckpointSaved(step, f"runs/20260101-000000/checkpoints/step-{step:06d}",
-                                          T0 + 10.0 * step + 7))
+            events.append(
+                CheckpointSaved(step, f"runs/20260101-000000/checkpoints/step-{step:06d}", T0 + 10.0 * step + 7)
+            )
     if finish:
         events.append(RunFinished(steps, "completed", T0 + 10.0 * steps + 8))
     return events
@@ -151,8 +220,9 @@ class ScriptedRunner:
     With `gated`, each step waits for `allow()`, so a test decides exactly how far the run gets.
     """
 
-    def __init__(self, steps: int = 6, total: int | None = None, k: int = 4, gated: bool = False,
-                 fail_at: int | None = None) -> None:
+    def __init__(
+        self, steps: int = 6, total: int | None = None, k: int = 4, gated: bool = False, fail_at: int | None = None
+    ) -> None:
         self.steps, self.total, self.k = steps, total or steps, k
         self.gate = threading.Semaphore(0) if gated else None
         self.fail_at = fail_at
@@ -211,19 +281,51 @@ class ScriptedRunner:
 def eval_report(policies: list[tuple[str, str | None]]) -> dict[str, Any]:
     """A `searchgrpo-eval-v1` report of these (name, checkpoint) policies with made-up numbers."""
     names = [n for n, _ in policies]
-    agg = {n: {"reward_mean": 0.1 * i, "important_discovery": 0.2 + 0.1 * i, "recall_at_k": 0.3, "ndcg_at_k": 0.4,
-               "clues_mean": 2.5, "docs_mean": 9.0, "ci": {"reward_mean": [0.1 * i - 0.05, 0.1 * i + 0.05]}}
-           for i, n in enumerate(names)}
-    paired = {n: {"reward_mean": {"diff": 0.1 * i, "ci": [0.02, 0.2]}, "important_discovery": {"diff": -0.01, "ci": [-0.1, 0.05]},
-                  "recall_at_k": {"diff": 0.0, "ci": [-0.1, 0.1]}, "ndcg_at_k": {"diff": 0.03, "ci": [-0.01, 0.07]}}
-              for i, n in enumerate(names) if n != "baseline" and "baseline" in names}
-    questions = [{"question_id": f"q{i:03d}", "question": f"Which river flows through city {i}?", "states": 2,
-                  "reward": {n: 0.1 * i + 0.05 * j for j, n in enumerate(names)}, "recall_at_k": {n: 0.5 for n in names}}
-                 for i in range(3)]
-    return {"format": "searchgrpo-eval-v1", "created": 0, "seed": 0, "top_k": 5, "states": 6,
-            "decoding": {"greedy": True, "num_samples": 1, "temperature": 1.0},
-            "policies": [{"name": n, "checkpoint": c} for n, c in policies], "aggregate": agg, "paired": paired,
-            "per_question": questions, "per_state": []}
+    agg = {
+        n: {
+            "reward_mean": 0.1 * i,
+            "important_discovery": 0.2 + 0.1 * i,
+            "recall_at_k": 0.3,
+            "ndcg_at_k": 0.4,
+            "clues_mean": 2.5,
+            "docs_mean": 9.0,
+            "ci": {"reward_mean": [0.1 * i - 0.05, 0.1 * i + 0.05]},
+        }
+        for i, n in enumerate(names)
+    }
+    paired = {
+        n: {
+            "reward_mean": {"diff": 0.1 * i, "ci": [0.02, 0.2]},
+            "important_discovery": {"diff": -0.01, "ci": [-0.1, 0.05]},
+            "recall_at_k": {"diff": 0.0, "ci": [-0.1, 0.1]},
+            "ndcg_at_k": {"diff": 0.03, "ci": [-0.01, 0.07]},
+        }
+        for i, n in enumerate(names)
+        if n != "baseline" and "baseline" in names
+    }
+    questions = [
+        {
+            "question_id": f"q{i:03d}",
+            "question": f"Which river flows through city {i}?",
+            "states": 2,
+            "reward": {n: 0.1 * i + 0.05 * j for j, n in enumerate(names)},
+            "recall_at_k": {n: 0.5 for n in names},
+        }
+        for i in range(3)
+    ]
+    return {
+        "format": "searchgrpo-eval-v1",
+        "created": 0,
+        "seed": 0,
+        "top_k": 5,
+        "states": 6,
+        "decoding": {"greedy": True, "num_samples": 1, "temperature": 1.0},
+        "policies": [{"name": n, "checkpoint": c} for n, c in policies],
+        "aggregate": agg,
+        "paired": paired,
+        "per_question": questions,
+        "per_state": [],
+    }
 
 
 MERGE_STAGES = ("load", "reference", "merge", "save", "parity")
@@ -286,8 +388,17 @@ class ScriptedBackend:
                 sink(MergeProgress(c, stage, i, len(MERGE_STAGES), T0))
         for o in outputs:
             Path(o).mkdir(parents=True, exist_ok=True)
-        parity = [{"output": o, "dtype": "bfloat16", "max_abs_logprob_delta": 0.0012, "greedy_identical": 4,
-                   "probes": 4, "greedy_near_ties": 0} for o in outputs]
+        parity = [
+            {
+                "output": o,
+                "dtype": "bfloat16",
+                "max_abs_logprob_delta": 0.0012,
+                "greedy_identical": 4,
+                "probes": 4,
+                "greedy_near_ties": 0,
+            }
+            for o in outputs
+        ]
         sink(MergeFinished(outputs, parity, T0))
         return MergeDone(outputs)
 

@@ -194,8 +194,13 @@ async def test_command_palette_offers_the_controls(cfg):
     app = make_app(cfg, runner)
     async with app.run_test(size=SIZE) as pilot:
         commands = {c.title: c.callback for c in app.get_system_commands(app.screen)}
-        assert {"Start training", "Pause or resume training", "Stop training", "Save a checkpoint now",
-                "Show eval"} <= set(commands)
+        assert {
+            "Start training",
+            "Pause or resume training",
+            "Stop training",
+            "Save a checkpoint now",
+            "Show eval",
+        } <= set(commands)
         commands["Start training"]()
         await settle(pilot)
         assert len(runner.calls) == 1 and app.model.run.status == "completed"
@@ -228,7 +233,7 @@ def test_compared_replays_must_all_exist(cfg, tmp_path):
 
     first = tmp_path / "a.jsonl"
     write_events(first, scripted_run(steps=1))
-    with pytest.raises(UserError, match="b.jsonl: no events file to replay"):
+    with pytest.raises(UserError, match=r"b\.jsonl: no events file to replay"):
         launch_console(cfg, "test", start=False, replay=[first, tmp_path / "b.jsonl"])
     with pytest.raises(UserError, match="exclusive"):
         launch_console(cfg, "test", start=False, attach=first, replay=[first])

@@ -21,8 +21,30 @@ from tui.widgets import GroupTable, MetricTable, SampleDetail
 pytestmark = pytest.mark.slow  # the walks press every key in every state: minutes, the full tier
 
 NARROW = (80, 24)
-BROWSE = ("1", "d", "escape", "enter", "enter", "v", "v", "v", "m", "m", "left_square_bracket",
-          "right_square_bracket", "f", "down", "d", "d", "2", "down", "3", "4", "5", "1")
+BROWSE = (
+    "1",
+    "d",
+    "escape",
+    "enter",
+    "enter",
+    "v",
+    "v",
+    "v",
+    "m",
+    "m",
+    "left_square_bracket",
+    "right_square_bracket",
+    "f",
+    "down",
+    "d",
+    "d",
+    "2",
+    "down",
+    "3",
+    "4",
+    "5",
+    "1",
+)
 """The keys that only look: tabs, the group browser, views, smoothing (README's key table)."""
 CONTROLS = ("s", "p", "x", "c")
 
@@ -180,4 +202,3 @@ async def test_quitting_a_stopped_run_prints_the_command_that_resumes_it(cfg, ca
     print_resume_hint(app)
     err = capsys.readouterr().err
     assert "stopped at step 2/10" in err and "searchgrpo tui --resume --run-dir runs/20260101-000000" in err
-

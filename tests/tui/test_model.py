@@ -153,9 +153,16 @@ def test_ids_are_never_wrapped_and_components_never_cut_mid_word():
 
     docid = "wiki:Harbour_Suite_(composition)#p12"
     doc = DocView(docid, "Harbour Suite", "A suite for orchestra. " * 8, "IMPORTANT", "names the composer", True, 0, 0)
-    sample = SampleView(0, "{x}", ["Harbour Suite composer"], 1.0, 0.5,
-                        {"new_important": 1.0, "new_relevant": 0.4, "irrelevant": -0.05, "already_discovered": -0.1},
-                        {}, [doc])
+    sample = SampleView(
+        0,
+        "{x}",
+        ["Harbour Suite composer"],
+        1.0,
+        0.5,
+        {"new_important": 1.0, "new_relevant": 0.4, "irrelevant": -0.05, "already_discovered": -0.1},
+        {},
+        [doc],
+    )
     console = Console(width=80, record=True, file=io.StringIO())
     console.print(render_sample(sample))
     assert docid in console.export_text()  # whole, on one line

@@ -12,6 +12,7 @@ from tui.widgets import GroupTable
 
 pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
 
+
 async def test_console_trains_the_tiny_model_for_two_steps(tmp_path):
     cfg = tiny_config(tmp_path, "train.max_steps=2", "train.run_name=console")
     app = ConsoleApp(cfg, "tiny", start=True)

@@ -57,8 +57,9 @@ def test_narrow_train_pane_switches_views(cfg, snap_compare, view):
         pilot.app.redraw()
         await pilot.pause()
 
-    assert snap_compare(make_app(cfg, ScriptedRunner(steps=12), start=True), terminal_size=(80, 24),
-                        run_before=run_before)
+    assert snap_compare(
+        make_app(cfg, ScriptedRunner(steps=12), start=True), terminal_size=(80, 24), run_before=run_before
+    )
 
 
 def test_replays_compared_and_smoothed(cfg, tmp_path, snap_compare):
@@ -66,11 +67,30 @@ def test_replays_compared_and_smoothed(cfg, tmp_path, snap_compare):
     first, second = Path("a.jsonl"), Path("b.jsonl")
     first.write_text("".join(json.dumps(event_to_dict(e)) + "\n" for e in scripted_run(steps=12)))
     other = [e for e in scripted_run(steps=12) if not isinstance(e, RunStarted)]
-    second.write_text("".join(json.dumps(event_to_dict(e)) + "\n" for e in [
-        run_started(run_id="20260102-000000"), *(e for e in other if not isinstance(e, StepFinished)),
-        *(StepFinished(e.step, e.epoch, e.total_steps, {**e.metrics, "reward/mean": e.metrics["reward/mean"] + 1.0,
-                                                        "loss/kl": e.metrics["loss/kl"] * 2}, e.time)
-          for e in other if isinstance(e, StepFinished))]))
+    second.write_text(
+        "".join(
+            json.dumps(event_to_dict(e)) + "\n"
+            for e in [
+                run_started(run_id="20260102-000000"),
+                *(e for e in other if not isinstance(e, StepFinished)),
+                *(
+                    StepFinished(
+                        e.step,
+                        e.epoch,
+                        e.total_steps,
+                        {
+                            **e.metrics,
+                            "reward/mean": e.metrics["reward/mean"] + 1.0,
+                            "loss/kl": e.metrics["loss/kl"] * 2,
+                        },
+                        e.time,
+                    )
+                    for e in other
+                    if isinstance(e, StepFinished)
+                ),
+            ]
+        )
+    )
 
     async def run_before(pilot):
         await settle(pilot)
@@ -90,8 +110,9 @@ def test_merge_pane_done(cfg, snap_compare):
     async def run_before(pilot):
         await show_tab(pilot, "3")
         pilot.app.query_one("#merge-checkpoints", SelectionList).select(str(step8))
-        pilot.app.query_one(MergePane).start(MergeRequest([str(step8), str(run / "checkpoints" / "step-000004")],
-                                                          "merged"))
+        pilot.app.query_one(MergePane).start(
+            MergeRequest([str(step8), str(run / "checkpoints" / "step-000004")], "merged")
+        )
         await settle(pilot)
         pilot.app.query_one("#merge-checkpoints").focus()
         await pilot.pause()
@@ -121,8 +142,9 @@ def test_failed_run(cfg, snap_compare):
         pilot.app.clear_notifications()
         await pilot.pause()
 
-    assert snap_compare(make_app(cfg, ScriptedRunner(steps=6, fail_at=4), start=True), terminal_size=SIZE,
-                        run_before=run_before)
+    assert snap_compare(
+        make_app(cfg, ScriptedRunner(steps=6, fail_at=4), start=True), terminal_size=SIZE, run_before=run_before
+    )
 
 
 def test_eval_pane_with_a_report(cfg, snap_compare):
@@ -173,5 +195,6 @@ def test_log_pane_of_a_replay(cfg, tmp_path, snap_compare):
         pilot.app.redraw()
         await pilot.pause()
 
-    assert snap_compare(make_app(cfg, source="replay", events_path=Path("events.jsonl")), terminal_size=SIZE,
-                        run_before=run_before)
+    assert snap_compare(
+        make_app(cfg, source="replay", events_path=Path("events.jsonl")), terminal_size=SIZE, run_before=run_before
+    )

@@ -19,8 +19,9 @@ class ConfigPane(Vertical):
         self.source = source
 
     def compose(self) -> ComposeResult:
-        yield Static(Text.assemble(("config from ", "dim"), (self.source, "bold"), ("  (read-only)", "dim")),
-                     id="config-source")
+        yield Static(
+            Text.assemble(("config from ", "dim"), (self.source, "bold"), ("  (read-only)", "dim")), id="config-source"
+        )
         yield DataTable(id="config-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:

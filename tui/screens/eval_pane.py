@@ -8,6 +8,7 @@ metrics with confidence intervals (the fixed-budget recall first), the paired ga
 checkpoint over the baseline, the evidence recall after each round (episodes), and the headline
 metric per question.
 """
+
 from __future__ import annotations
 
 import threading
@@ -79,8 +80,9 @@ class EvalPane(JobPane):
         if cursor is not None and cursor < policies.option_count:
             policies.highlighted = cursor
         self.highlight_first(policies)
-        where = (f"{len(checkpoints)} checkpoint(s) in {run_dir}" if run_dir else "no run yet") + \
-            ("" if checkpoints else ": only the baseline")
+        where = (f"{len(checkpoints)} checkpoint(s) in {run_dir}" if run_dir else "no run yet") + (
+            "" if checkpoints else ": only the baseline"
+        )
         self.query_one("#eval-run-dir", Static).update(Text(printable(where, one_line=True)))
 
     @on(Button.Pressed, "#eval-run")
@@ -99,9 +101,16 @@ class EvalPane(JobPane):
         if episodes and samples != 1:
             self.notify("Episodes are played greedily: set samples to 1.", severity="warning")
             return
-        self.start(EvalRequest(baseline=BASELINE in chosen, checkpoints=[p for p in chosen if p != BASELINE],
-                               num_samples=samples or 1, limit=limit, episodes=episodes,
-                               max_rounds=rounds if episodes else None))
+        self.start(
+            EvalRequest(
+                baseline=BASELINE in chosen,
+                checkpoints=[p for p in chosen if p != BASELINE],
+                num_samples=samples or 1,
+                limit=limit,
+                episodes=episodes,
+                max_rounds=rounds if episodes else None,
+            )
+        )
 
     def describe(self, request: EvalRequest) -> str:
         policies = (["baseline"] if request.baseline else []) + [Path(c).name for c in request.checkpoints]
@@ -137,8 +146,13 @@ class EvalPane(JobPane):
     def show_report(self, report: EvalReport) -> None:
         self.query_one("#eval-results").add_class("-has-report")
         unit = "questions, whole episodes" if report.mode == "episodes" else "states"
-        self.query_one("#eval-report-title", Static).update(Text.assemble(
-            ("report ", "dim"), (printable(report.path, one_line=True), "bold"), (f"   {report.units} {unit}, top-{report.top_k}", "dim")))
+        self.query_one("#eval-report-title", Static).update(
+            Text.assemble(
+                ("report ", "dim"),
+                (printable(report.path, one_line=True), "bold"),
+                (f"   {report.units} {unit}, top-{report.top_k}", "dim"),
+            )
+        )
         agg = self.query_one("#eval-aggregate", DataTable)
         agg.clear(columns=True)
         agg.add_columns("metric", *map(plain, report.policies))

@@ -63,8 +63,14 @@ class JobPane(Horizontal):
         self.request = request
         self.job.reset()
         self.sink(LogMessage("info", f"{self.JOB} requested: {self.describe(request)}"))
-        self.run_worker(lambda: self.run_job(request, get_current_worker().cancelled_event), thread=True,
-                        group=self.JOB, exclusive=True, exit_on_error=False, description=self.JOB)
+        self.run_worker(
+            lambda: self.run_job(request, get_current_worker().cancelled_event),
+            thread=True,
+            group=self.JOB,
+            exclusive=True,
+            exit_on_error=False,
+            description=self.JOB,
+        )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.node is not self or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):

@@ -53,6 +53,6 @@ class LogPane(RichLog):
         self._width = self.size.width
         log = self.model.log
         new = min(self.model.logged - self._shown, len(log))
-        for entry in list(log)[len(log) - new:] if new else ():
+        for entry in list(log)[len(log) - new :] if new else ():
             self.write(log_line(entry), width=self.line_width)
         self._shown = self.model.logged

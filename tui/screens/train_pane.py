@@ -9,7 +9,7 @@ the reward plot, or the metrics, and `v` switches between them.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual import on
@@ -115,7 +115,8 @@ class TrainPane(Vertical):
             self._table_width = (width, self.layout_name)
             grid = self.query_one("#plots", Grid)
             grid.styles.grid_columns = {"wide": f"1fr {width} 1fr", "medium": f"1fr {width}"}.get(
-                self.layout_name, "1fr")
+                self.layout_name, "1fr"
+            )
 
     # ------------------------------------------------------------------ redraw
 
@@ -147,11 +148,16 @@ class TrainPane(Vertical):
         pos = self._position()
         group = groups[pos]
         area.set_class(group.zero_std, "-zero-std")
-        area.border_title = (f"group {pos + 1}/{len(groups)} · step {group.step}"
-                             + ("  (following newest)" if self.pinned is None else "  (browsing: f follows newest)"))
-        title = Text.assemble(("Q ", "dim"), (printable(group.question, one_line=True), "bold"), ("  ", ""),
-                              (f"{printable(group.state_id, one_line=True)} round {group.round}", "dim"),
-                              (f"   mean {group.reward_mean:+.3f} σ {group.reward_std:.3f}", ""))
+        area.border_title = f"group {pos + 1}/{len(groups)} · step {group.step}" + (
+            "  (following newest)" if self.pinned is None else "  (browsing: f follows newest)"
+        )
+        title = Text.assemble(
+            ("Q ", "dim"),
+            (printable(group.question, one_line=True), "bold"),
+            ("  ", ""),
+            (f"{printable(group.state_id, one_line=True)} round {group.round}", "dim"),
+            (f"   mean {group.reward_mean:+.3f} σ {group.reward_std:.3f}", ""),
+        )
         if group.zero_std:
             title.append("   ⚠ ZERO VARIANCE: all rewards equal, no learning signal", style="bold yellow")
         if group.original_clues:

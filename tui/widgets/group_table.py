@@ -9,11 +9,23 @@ from searchgrpo.events import GroupScored, SampleView
 from tui.format import printable
 
 SHORT = {
-    "new_important": "imp", "new_relevant": "rel", "irrelevant": "irr", "already_discovered": "seen",
-    "duplicate_clue": "dup", "unparsable": "unparsable", "clue_count_out_of_bounds": "count",
-    "long_clue": "long", "question_copy": "copy", "empty_clue": "empty", "gain_over_original": "gain",
-    "retrieved_doc": "doc", "redundant_clue": "redund", "invented_number": "invent", "cut_clue": "cut",
-    "table_copy": "table", "goal_copy": "goal",
+    "new_important": "imp",
+    "new_relevant": "rel",
+    "irrelevant": "irr",
+    "already_discovered": "seen",
+    "duplicate_clue": "dup",
+    "unparsable": "unparsable",
+    "clue_count_out_of_bounds": "count",
+    "long_clue": "long",
+    "question_copy": "copy",
+    "empty_clue": "empty",
+    "gain_over_original": "gain",
+    "retrieved_doc": "doc",
+    "redundant_clue": "redund",
+    "invented_number": "invent",
+    "cut_clue": "cut",
+    "table_copy": "table",
+    "goal_copy": "goal",
 }
 """Short component names for the table (the drill-down shows the full ones)."""
 FIXED = (("#", 2), ("reward", 7), ("adv", 6), ("new docs", 9))
@@ -24,8 +36,11 @@ MIN_COMPONENTS = 14
 def components_text(sample: SampleView, width: int | None = None) -> Text:
     """The non-zero weighted components, largest first, as whole `name±value` words; when they do
     not all fit in `width`, the last word is `(+N)` (how many were left out), never half a word."""
-    words = [(f"{SHORT.get(name, name)}", f"{value:+.2f}", value)
-             for name, value in sorted(sample.components.items(), key=lambda kv: -abs(kv[1])) if value]
+    words = [
+        (f"{SHORT.get(name, name)}", f"{value:+.2f}", value)
+        for name, value in sorted(sample.components.items(), key=lambda kv: -abs(kv[1]))
+        if value
+    ]
     text, used = Text(), 0
     for i, (name, number, value) in enumerate(words):
         size = len(name) + len(number) + (1 if i else 0)
@@ -44,8 +59,11 @@ def components_text(sample: SampleView, width: int | None = None) -> Text:
 def docs_text(sample: SampleView) -> Text:
     important = sum(d.new and d.label == "IMPORTANT" for d in sample.docs)
     relevant = sum(d.new and d.label == "RELEVANT" for d in sample.docs)
-    return Text.assemble((f"{important}I ", "bold green" if important else "dim"),
-                         (f"{relevant}R ", "yellow" if relevant else "dim"), (f"/{len(sample.docs)}", "dim"))
+    return Text.assemble(
+        (f"{important}I ", "bold green" if important else "dim"),
+        (f"{relevant}R ", "yellow" if relevant else "dim"),
+        (f"/{len(sample.docs)}", "dim"),
+    )
 
 
 def column_widths(width: int) -> tuple[int, int]:
@@ -89,13 +107,19 @@ class GroupTable(DataTable):
         best = max(s.reward for s in group.samples) if group.samples else 0.0
         for s in group.samples:
             reward_style = "bold green" if s.reward == best and not group.zero_std else ""
-            clues = (Text("unparsable completion", style="red") if s.unparsable
-                     else Text(" │ ".join(printable(c, one_line=True) for c in s.clues)))
+            clues = (
+                Text("unparsable completion", style="red")
+                if s.unparsable
+                else Text(" │ ".join(printable(c, one_line=True) for c in s.clues))
+            )
             cells = [
                 Text(str(s.index), style="dim"),
                 Text(f"{s.reward:+.3f}", style=reward_style, justify="right"),
-                Text(f"{s.advantage:+.2f}", style="green" if s.advantage > 0 else "red" if s.advantage < 0 else "dim",
-                     justify="right"),
+                Text(
+                    f"{s.advantage:+.2f}",
+                    style="green" if s.advantage > 0 else "red" if s.advantage < 0 else "dim",
+                    justify="right",
+                ),
                 docs_text(s),
                 clues,
             ]

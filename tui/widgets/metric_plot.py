@@ -3,7 +3,7 @@ the runs it is compared with."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from textual_plotext import PlotextPlot
 
@@ -39,7 +39,8 @@ class MetricPlot(PlotextPlot):
         points = thin(list(run.history.get(self.key, ())), MAX_POINTS)
         series = [(run, points, "magenta")] + [
             (other, thin(list(other.history.get(self.key, ())), MAX_POINTS), COMPARE_COLOURS[i % len(COMPARE_COLOURS)])
-            for i, other in enumerate(compare)]
+            for i, other in enumerate(compare)
+        ]
         if not any(p for _, p, _ in series):
             plt.title(f"{name} by step: no data yet")
             self.refresh()

@@ -9,8 +9,17 @@ from tui.format import fmt_value, printable, sparkline
 from tui.model import RunModel
 
 FIRST = (
-    "reward/mean", "reward/std", "reward/frac_zero_std", "loss/total", "loss/kl", "loss/clip_frac",
-    "grad/norm", "train/lr", "time/step", "eval/reward_mean", "eval/important_discovery",
+    "reward/mean",
+    "reward/std",
+    "reward/frac_zero_std",
+    "loss/total",
+    "loss/kl",
+    "loss/clip_frac",
+    "grad/norm",
+    "train/lr",
+    "time/step",
+    "eval/reward_mean",
+    "eval/important_discovery",
 )
 """Shown first, in this order; the other metrics follow alphabetically."""
 WARN = {"reward/frac_zero_std": 0.5, "train/nonfinite_skipped": 0.5}
@@ -54,8 +63,11 @@ class MetricTable(DataTable):
             self.add_column("trend", key="trend", width=TREND)
             self._keys = keys
             for key in keys:
-                self.add_row(Text(printable(key, one_line=True), overflow="ellipsis", no_wrap=True),
-                             *self._cells(key, run), key=key)
+                self.add_row(
+                    Text(printable(key, one_line=True), overflow="ellipsis", no_wrap=True),
+                    *self._cells(key, run),
+                    key=key,
+                )
             if self.selected in keys:
                 self.move_cursor(row=keys.index(self.selected), animate=False)
             return
@@ -68,8 +80,7 @@ class MetricTable(DataTable):
         recent = run.last(key, TREND)
         value = recent[-1] if recent else None
         style = "bold yellow" if key in WARN and value is not None and value >= WARN[key] else ""
-        return (Text(fmt_value(key, value), style=style, justify="right"),
-                Text(sparkline(recent, TREND), style="cyan"))
+        return (Text(fmt_value(key, value), style=style, justify="right"), Text(sparkline(recent, TREND), style="cyan"))
 
     @property
     def highlighted_key(self) -> str | None:

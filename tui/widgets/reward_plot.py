@@ -3,7 +3,7 @@ reward of the runs it is compared with."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from textual_plotext import PlotextPlot
 
@@ -57,8 +57,13 @@ class RewardPlot(PlotextPlot):
             points = thin(list(other.history.get("reward/mean", ())), MAX_POINTS)
             if points:
                 ys = [v for _, v in points]
-                plt.plot([s for s, _ in points], smooth(ys) if smoothing else ys, marker="braille",
-                         color=COMPARE_COLOURS[i % len(COMPARE_COLOURS)], label=label_of(other, f"run {i + 2}"))
+                plt.plot(
+                    [s for s, _ in points],
+                    smooth(ys) if smoothing else ys,
+                    marker="braille",
+                    color=COMPARE_COLOURS[i % len(COMPARE_COLOURS)],
+                    label=label_of(other, f"run {i + 2}"),
+                )
         evals = list(run.history.get("eval/reward_mean", ()))
         if evals:
             plt.scatter([s for s, _ in evals], [v for _, v in evals], marker="◆", color="cyan", label="eval")

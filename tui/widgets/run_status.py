@@ -63,18 +63,29 @@ class RunStatus(Widget):
         if run.checkpoints:
             text.append(f"  ckpt {run.checkpoints[-1].step}", style="green")
         text.append(f"  {printable(info.run_id, one_line=True)}", style="bold cyan")
-        text.append(f"  {printable(info.base_model, one_line=True)} on {printable(info.device, one_line=True)}",
-                    style="dim")
+        text.append(
+            f"  {printable(info.base_model, one_line=True)} on {printable(info.device, one_line=True)}", style="dim"
+        )
         return text
 
     def _hint(self, run: RunModel) -> Text:
         if run.stalled_s:
-            return Text(f"⚠ no new events for {fmt_duration(run.stalled_s)}: the run may have stopped "
-                        "(its process died, or its folder is no longer synced)", style="bold yellow")
+            return Text(
+                f"⚠ no new events for {fmt_duration(run.stalled_s)}: the run may have stopped "
+                "(its process died, or its folder is no longer synced)",
+                style="bold yellow",
+            )
         if self.source != "live" or run.info is None or not run.active:
             return Text()
         left = run.eta_seconds()
-        length = (f"{run.total_steps} steps, about {fmt_duration(left)} left at this pace" if left is not None
-                  else f"{run.total_steps} steps; the time left shows after the first step")
-        return Text.assemble((length, ""), ("  ·  x stops with a checkpoint, and ", "dim"),
-                             ("searchgrpo tui --resume", "bold"), (" continues the run later", "dim"))
+        length = (
+            f"{run.total_steps} steps, about {fmt_duration(left)} left at this pace"
+            if left is not None
+            else f"{run.total_steps} steps; the time left shows after the first step"
+        )
+        return Text.assemble(
+            (length, ""),
+            ("  ·  x stops with a checkpoint, and ", "dim"),
+            ("searchgrpo tui --resume", "bold"),
+            (" continues the run later", "dim"),
+        )

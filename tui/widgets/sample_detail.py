@@ -16,10 +16,16 @@ from tui.format import LABEL_STYLE, printable
 
 def render_sample(sample: SampleView) -> RenderableType:
     parts: list[RenderableType] = []
-    head = Text.assemble(("sample ", "dim"), (f"#{sample.index}", "bold"), ("  reward ", "dim"),
-                         (f"{sample.reward:+.3f}", "bold"), ("  advantage ", "dim"),
-                         (f"{sample.advantage:+.3f}", "green" if sample.advantage > 0 else "red"),
-                         ("  ", ""), (f"{sample.completion_tokens} tokens", "dim"))
+    head = Text.assemble(
+        ("sample ", "dim"),
+        (f"#{sample.index}", "bold"),
+        ("  reward ", "dim"),
+        (f"{sample.reward:+.3f}", "bold"),
+        ("  advantage ", "dim"),
+        (f"{sample.advantage:+.3f}", "green" if sample.advantage > 0 else "red"),
+        ("  ", ""),
+        (f"{sample.completion_tokens} tokens", "dim"),
+    )
     parts.append(head)
     comp = Text()
     for name, value in sample.components.items():
@@ -32,7 +38,11 @@ def render_sample(sample: SampleView) -> RenderableType:
         parts.append(Text("The completion could not be parsed into clues.", style="bold red"))
     parts.append(Text(f"completion: {printable(sample.completion.strip())}", style="dim italic", overflow="fold"))
     for i, clue in enumerate(sample.clues):
-        parts.append(Text.assemble(("\nclue ", "dim"), (f"{i + 1}", "bold"), (": ", "dim"), (printable(clue, one_line=True), "bold cyan")))
+        parts.append(
+            Text.assemble(
+                ("\nclue ", "dim"), (f"{i + 1}", "bold"), (": ", "dim"), (printable(clue, one_line=True), "bold cyan")
+            )
+        )
         docs = sorted((d for d in sample.docs if d.clue_index == i), key=lambda d: d.rank)
         if not docs:
             parts.append(Text("  no documents retrieved", style="dim"))
@@ -48,9 +58,13 @@ def render_sample(sample: SampleView) -> RenderableType:
             body = Text.assemble((printable(d.title), "bold"), "\n", (printable(d.snippet), "dim"))
             if d.reason:
                 body.append(f"\n↳ {printable(d.reason)}", style="italic")
-            table.add_row(str(d.rank + 1), Text(printable(d.label, one_line=True), style=LABEL_STYLE.get(d.label, "")),
-                          Text("new", style="bold") if d.new else Text("seen", style="dim"),
-                          Text(printable(d.docid, one_line=True), no_wrap=True), body)
+            table.add_row(
+                str(d.rank + 1),
+                Text(printable(d.label, one_line=True), style=LABEL_STYLE.get(d.label, "")),
+                Text("new", style="bold") if d.new else Text("seen", style="dim"),
+                Text(printable(d.docid, one_line=True), no_wrap=True),
+                body,
+            )
         parts.append(table)
     return Group(*parts)
 
