@@ -174,7 +174,7 @@ def _shapes(folder: Path) -> dict[str, list[int]]:
     shapes: dict[str, list[int]] = {}
     for f in sorted(folder.glob("*.safetensors")):
         with safe_open(str(f), framework="pt") as st:
-            for key in st:
+            for key in st.keys():  # noqa: SIM118 (safe_open has keys() but is not iterable)
                 shapes[key] = list(st.get_slice(key).get_shape())
     return shapes
 
