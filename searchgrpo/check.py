@@ -48,7 +48,7 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
     _run("config", lambda: f"loaded from {source}", "fix the key named in the message", results)
 
     def data() -> str:
-        from searchgrpo.episodes.world import load_dataset
+        from searchgrpo.world import load_dataset
 
         ds = ctx["ds"] = load_dataset(cfg)
         where = "demo world" if ds.is_demo else str(ds.traces_dir)
@@ -90,7 +90,7 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
     _run("split", split, "check data.eval_fraction", results, needs=("data",))
 
     def search() -> str:
-        from searchgrpo.episodes.world import make_retriever
+        from searchgrpo.world import make_retriever
 
         retriever = ctx["retriever"] = make_retriever(cfg, ctx["ds"])
         state = ctx["ds"].train[0]
@@ -102,7 +102,7 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
     _run("search", search, "the corpus must hold the documents the questions are about", results, needs=("data",))
 
     def checker_and_reward() -> str:
-        from searchgrpo.episodes.world import make_env
+        from searchgrpo.world import make_env
 
         env = make_env(cfg, ctx["ds"])
         state = ctx["ds"].train[0]

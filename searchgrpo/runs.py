@@ -305,8 +305,8 @@ def collect(cfg: Config, questions: str, out: Path, **options: Any) -> Any:
 def demo_world(out: Path, *, questions: int, distractors: int, seed: int, top_k: int) -> Any:
     """Write a demo world of this size into the empty or new folder `out`; returns its paths."""
     from searchgrpo.config import DemoConfig
-    from searchgrpo.episodes.world import build_demo
     from searchgrpo.terminal import count_progress
+    from searchgrpo.world import build_demo
 
     if questions < 1 or distractors < 0:
         raise UserError("--questions must be >= 1 and --distractors >= 0")

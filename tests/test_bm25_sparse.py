@@ -11,7 +11,6 @@ from rank_bm25 import BM25Okapi
 from searchgrpo.config import EnvConfig, home_dir
 from searchgrpo.data.corpus import Corpus, Document, load_corpus, write_corpus
 from searchgrpo.data.demo_world import generate_corpus, generate_world
-from searchgrpo.episodes.world import load_dataset, make_retriever
 from searchgrpo.retrieval.bm25_index import BM25Params, build_index, load_index, top_k_indices
 from searchgrpo.retrieval.search import (
     BACKENDS,
@@ -23,6 +22,7 @@ from searchgrpo.retrieval.search import (
     search_for_corpus,
     tokenize,
 )
+from searchgrpo.world import load_dataset, make_retriever
 
 
 def random_corpus(seed: int, n_docs: int, vocab_size: int) -> list[list[str]]:

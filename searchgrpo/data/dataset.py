@@ -1,6 +1,6 @@
 """A run's data: the corpus, the SEARCH-round states split by question, and the data's labels.
 
-`read_dataset` reads a traces folder and its corpus (`load_dataset` in `searchgrpo.episodes.world`
+`read_dataset` reads a traces folder and its corpus (`load_dataset` in `searchgrpo.world`
 first resolves the config's paths, building the demo world when they are null).
 """
 

@@ -31,7 +31,6 @@ from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.clue_checks import invented_numbers, numbers_in, state_text
 from searchgrpo.episodes.play import Episode, play, question_starts
-from searchgrpo.episodes.world import make_checker, make_retriever
 from searchgrpo.errors import UserError
 from searchgrpo.evaluate.clue_stats import clue_stats
 from searchgrpo.evaluate.inputs import (
@@ -45,6 +44,7 @@ from searchgrpo.evaluate.inputs import (
 from searchgrpo.evaluate.stats import compare_policies, median_diff_ci
 from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink
 from searchgrpo.fileio import atomic_write_json, json_safe
+from searchgrpo.world import make_checker, make_retriever
 
 REPORT_FORMAT = "searchgrpo-episodes-v1"
 

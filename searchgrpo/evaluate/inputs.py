@@ -15,10 +15,10 @@ from pathlib import Path
 from searchgrpo.config import Config
 from searchgrpo.data.dataset import Dataset, read_dataset
 from searchgrpo.data.traces import SearchState
-from searchgrpo.episodes.world import load_dataset
 from searchgrpo.errors import IssueLog, UserError
 from searchgrpo.events import EventSink, LogMessage
 from searchgrpo.train.checkpoints import checkpoint_adapter
+from searchgrpo.world import load_dataset
 
 BASELINE = "baseline"
 

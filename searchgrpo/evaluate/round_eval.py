@@ -25,7 +25,6 @@ import numpy as np
 
 from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
-from searchgrpo.episodes.world import make_env
 from searchgrpo.errors import UserError
 from searchgrpo.evaluate.clue_stats import clue_stats
 from searchgrpo.evaluate.inputs import (
@@ -42,6 +41,7 @@ from searchgrpo.evaluate.stats import compare_policies
 from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink
 from searchgrpo.fileio import atomic_write_json, json_safe
 from searchgrpo.policy.scoring import ScoredState, score_policy
+from searchgrpo.world import make_env
 
 REPORT_FORMAT = "searchgrpo-eval-v2"
 

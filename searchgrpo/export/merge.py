@@ -210,8 +210,8 @@ def adapter_fit(adapter: Path, base: Path) -> None:
 
 def _probe_prompts(cfg: Config, tokenizer: Any) -> list[list[int]]:
     """A few real Executor prompts from the data (the parity probe)."""
-    from searchgrpo.episodes.world import load_dataset
     from searchgrpo.policy.sampling import encode_prompt
+    from searchgrpo.world import load_dataset
 
     ds = load_dataset(cfg)
     states = (ds.eval or ds.train)[:PROBE_STATES]

@@ -37,7 +37,6 @@ from searchgrpo.agents.llm_checker import PROMPT_VERSION, LLMChecker
 from searchgrpo.config import Config, to_yaml
 from searchgrpo.data.dataset import Dataset
 from searchgrpo.data.fingerprint import data_fingerprint
-from searchgrpo.episodes.world import load_dataset, make_env
 from searchgrpo.errors import UserError
 from searchgrpo.events import (
     CheckpointSaved,
@@ -70,6 +69,7 @@ from searchgrpo.train.run_lock import RunLock, claim, new_run_id
 from searchgrpo.train.state_pool import StatePool
 from searchgrpo.train.step_runner import StepRunner
 from searchgrpo.train.views import step_events
+from searchgrpo.world import load_dataset, make_env
 
 MAX_ISSUES_SHOWN = 20
 

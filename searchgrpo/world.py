@@ -1,5 +1,9 @@
 """A run's world from the config: its data (corpus, states, labels, split), checker, search and env.
 
+The run's wiring: it joins the stages below it (data, retrieval, agents, env, episodes) into what
+training, evaluation, merge's parity check and `check` work on, so it sits above them all in the
+import-linter layers, just below `train`.
+
 The `llm` checker is opened through `searchgrpo.agents.endpoint`: the embedded llama.cpp server is
 started (or an external server's health is checked) and the verdict cache opened; `close()` on the
 checker releases both.
