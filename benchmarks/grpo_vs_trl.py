@@ -340,7 +340,7 @@ def run_trl(spec: Spec) -> Outcome:
     from searchgrpo.world import make_env
 
     cfg = load_config(None, base_overrides(spec))
-    base = resolve_base(cfg.model)
+    base = resolve_base(cfg)
     tokenizer = load_tokenizer(base.path)
     ds, states, prompts = workload(spec, cfg, tokenizer)
     env = make_env(cfg, ds)
@@ -794,7 +794,7 @@ def main() -> None:
         from searchgrpo.config import load_config
         from searchgrpo.policy.model import resolve_base
 
-        args.tokenizer = str(resolve_base(load_config(None, []).model).path)
+        args.tokenizer = str(resolve_base(load_config(None, [])).path)
     from searchgrpo.config import load_config
     from searchgrpo.world import load_dataset
 

@@ -136,10 +136,6 @@ class ModelConfig:
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     """The attention kernel transformers uses."""
 
-    cache_dir: str | None = None
-    """Where converted models, the demo world and search indexes are cached. Default:
-    $SEARCHGRPO_HOME, else ~/.cache/searchgrpo."""
-
 
 @dataclass(frozen=True)
 class LoraConfig:
@@ -572,6 +568,16 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class PathsConfig:
+    """Where searchgrpo keeps what it builds once and reuses (runs go to train.output_dir)."""
+
+    cache_root: str | None = None
+    """The cache root: converted models, the tiny model, demo worlds, search indexes, collected
+    question sets and the LLM checker's verdicts. Null: $SEARCHGRPO_HOME, else ~/.cache/searchgrpo.
+    (Formerly `model.cache_dir`, still accepted.)"""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration of a searchgrpo run."""
 
@@ -593,6 +599,8 @@ class Config:
     """The frozen DocumentChecker."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Evaluation metrics and the episode mode."""
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    """The cache root."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -744,25 +752,29 @@ def _cross_checks(cfg: Config, source: str) -> None:
         raise ConfigError(f"{source}: model.load_in_4bit = true needs CUDA, but model.device = 'cpu'")
 
 
-RENAMED_KEYS = {("data", "checkpoints"): "traces"}
-"""Keys that were renamed: (section, old key) -> new key. The old name is still read."""
+RENAMED_KEYS = {("data", "checkpoints"): ("data", "traces"), ("model", "cache_dir"): ("paths", "cache_root")}
+"""Keys that were renamed or moved: (section, old key) -> (section, new key). The old name is still
+read; where both are given, the new one wins."""
 
 
-def _renamed(data: Mapping[str, Any]) -> dict[str, Any]:
+def upgrade_keys(data: Mapping[str, Any]) -> dict[str, Any]:
+    """`data` (a parsed config) with renamed keys under their current names."""
     out = dict(data)
-    for (section, old), new in RENAMED_KEYS.items():
+    for (section, old), (new_section, new) in RENAMED_KEYS.items():
         part = out.get(section)
         if isinstance(part, Mapping) and old in part:
             part = dict(part)
             value = part.pop(old)
-            part.setdefault(new, value)
             out[section] = part
+            target = out.get(new_section)
+            if target is None or isinstance(target, Mapping):
+                out[new_section] = {new: value, **(target or {})}
     return out
 
 
 def from_dict(data: Mapping[str, Any] | None, source: str = "<config>") -> Config:
     """Build and validate a Config from plain data (a parsed YAML document)."""
-    cfg = _build(Config, _renamed(data or {}), "", source)
+    cfg = _build(Config, upgrade_keys(data or {}), "", source)
     _cross_checks(cfg, source)
     return cfg
 
@@ -833,10 +845,10 @@ def to_yaml(cfg: Config) -> str:
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
 
 
-def home_dir(model: ModelConfig | None = None) -> Path:
-    """The cache root: model.cache_dir, else $SEARCHGRPO_HOME, else ~/.cache/searchgrpo."""
-    if model is not None and model.cache_dir:
-        return Path(model.cache_dir).expanduser()
+def cache_root(cfg: Config | None = None) -> Path:
+    """The cache root: paths.cache_root, else $SEARCHGRPO_HOME, else ~/.cache/searchgrpo."""
+    if cfg is not None and cfg.paths.cache_root:
+        return Path(cfg.paths.cache_root).expanduser()
     env = os.environ.get("SEARCHGRPO_HOME")
     if env:
         return Path(env).expanduser()

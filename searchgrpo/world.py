@@ -22,7 +22,7 @@ from pathlib import Path
 from searchgrpo.agents.checker import DocumentChecker, GoldChecker
 from searchgrpo.agents.endpoint import open_llm_checker
 from searchgrpo.agents.rules import RULES_VERSION
-from searchgrpo.config import Config, DemoConfig, home_dir
+from searchgrpo.config import Config, DemoConfig, cache_root
 from searchgrpo.data.corpus import Corpus, write_corpus
 from searchgrpo.data.dataset import Dataset, read_dataset
 from searchgrpo.data.demo_world import GENERATOR_VERSION, generate_world
@@ -45,11 +45,7 @@ class DemoPaths:
 
 def demo_dir(cfg: Config) -> Path:
     d = cfg.data.demo
-    return (
-        home_dir(cfg.model)
-        / "demo"
-        / f"v{GENERATOR_VERSION}.{RULES_VERSION}t-q{d.questions}-d{d.distractors}-s{d.seed}"
-    )
+    return cache_root(cfg) / "demo" / f"v{GENERATOR_VERSION}.{RULES_VERSION}t-q{d.questions}-d{d.distractors}-s{d.seed}"
 
 
 def build_demo(
@@ -107,11 +103,11 @@ def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:
     """The configured checker; an `llm` one owns its server and cache until `close()`."""
     if cfg.checker.backend == "gold":
         return GoldChecker(dataset.corpus, dataset.labels)
-    return open_llm_checker(cfg.checker, home_dir(cfg.model))
+    return open_llm_checker(cfg.checker, cache_root(cfg))
 
 
 def make_retriever(cfg: Config, dataset: Dataset) -> Retriever:
-    return search_for_corpus(dataset.corpus, cfg.env.search_backend, home_dir(cfg.model) / "indexes")
+    return search_for_corpus(dataset.corpus, cfg.env.search_backend, cache_root(cfg) / "indexes")
 
 
 def make_env(cfg: Config, dataset: Dataset, checker: DocumentChecker | None = None) -> SearchRoundEnv:

@@ -26,7 +26,7 @@ from typing import Any
 
 from searchgrpo.agents.checker import DocumentChecker, checker_stats
 from searchgrpo.agents.rules import RULES_VERSION, RuleEntityManager, RuleExecutor, RulePlanner
-from searchgrpo.config import Config, home_dir
+from searchgrpo.config import Config, cache_root
 from searchgrpo.data.questions import QuestionRecord
 from searchgrpo.data.traces import RunWriter
 from searchgrpo.episodes.play import EntityManager, Episode, EpisodeStart, Executor, Planner, initial_state, play
@@ -290,7 +290,7 @@ def collect_to_folder(
         if cfg.checker.backend == "llm":
             from searchgrpo.agents.endpoint import open_llm_checker
 
-            checker: DocumentChecker = open_llm_checker(cfg.checker, home_dir(cfg.model), endpoint)
+            checker: DocumentChecker = open_llm_checker(cfg.checker, cache_root(cfg), endpoint)
             closers.insert(0, checker.close)  # type: ignore[attr-defined]
         else:
             labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in selected}
@@ -310,7 +310,7 @@ def collect_to_folder(
             from searchgrpo.policy.executor import PolicyExecutor
 
             agents["executor"] = PolicyExecutor.base_model(cfg, seed=seed)
-        retriever = search_for_corpus(corpus, cfg.env.search_backend, home_dir(cfg.model) / "indexes")
+        retriever = search_for_corpus(corpus, cfg.env.search_backend, cache_root(cfg) / "indexes")
         stats = collect(
             selected,
             retriever,
@@ -339,7 +339,7 @@ def collect_question_set(cfg: Config, questions: Path) -> CollectResult:
         raise UserError(f"{questions}: question set not found")
     digest = hashlib.sha1(questions.read_bytes()).hexdigest()[:12]
     folder = (
-        home_dir(cfg.model)
+        cache_root(cfg)
         / "collected"
         / (f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}-rules{RULES_VERSION}")
     )

@@ -134,7 +134,7 @@ def run_merge(
     output_dir = writable_output(Path(request.output_dir))
     for leftover in remove_stale_temporaries(output_dir, only_dead=True):
         sink(LogMessage("warning", f"removed {leftover}, left by a merge that was killed"))
-    base = resolve_base(cfg.model)
+    base = resolve_base(cfg)
     jobs = plan(cfg, request, base.name)
     for job in jobs:
         adapter_fit(job.checkpoint / "adapter", base.path)

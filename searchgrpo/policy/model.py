@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from searchgrpo.config import Config, LoraConfig, ModelConfig, home_dir
+from searchgrpo.config import Config, LoraConfig, ModelConfig, cache_root
 from searchgrpo.embedded import EMBEDDED, EMBEDDED_NAME, embedded_gguf_path
 from searchgrpo.errors import UserError
 from searchgrpo.fileio import atomic_dir, save_model_here
@@ -45,10 +45,11 @@ def _file_key(path: Path) -> str:
     return hashlib.sha1(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:10]
 
 
-def resolve_base(mc: ModelConfig) -> BaseModel:
-    """Map `model.base` to a local Hugging Face folder, converting or building it if needed."""
-    spec = mc.base
-    cache = home_dir(mc) / "models"
+def resolve_base(cfg: Config) -> BaseModel:
+    """Map `model.base` to a local Hugging Face folder, converting or building it if needed under
+    the cache root's `models/`."""
+    spec = cfg.model.base
+    cache = cache_root(cfg) / "models"
     if spec == EMBEDDED:
         gguf = embedded_gguf_path()
         return BaseModel(convert_gguf(gguf, cache / f"{EMBEDDED_NAME}-{_file_key(gguf)}"), EMBEDDED_NAME, spec)
@@ -213,7 +214,7 @@ def load_policy(cfg: Config, adapter: Path | None = None, device: Any = None) ->
     `device` overrides model.device (a data-parallel rank passes its own GPU)."""
     import torch
 
-    base = resolve_base(cfg.model)
+    base = resolve_base(cfg)
     device = device or resolve_device(cfg.model)
     dtype = resolve_dtype(cfg.model, device)
     tokenizer = load_tokenizer(base.path)

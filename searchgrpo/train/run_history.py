@@ -31,6 +31,7 @@ FREE_KEYS = (
     "model.gradient_checkpointing",
     "model.attn_implementation",
     "model.cache_dir",
+    "paths.",
     "grpo.decoder",
     "train.micro_batch_size",
     "train.eval_every",

@@ -133,7 +133,7 @@ class Trainer:
         with dist.main_first():  # rank 0 builds the demo world and converts the model once
             if self.dataset is None:
                 self.dataset = load_dataset(cfg)
-            base = resolve_base(cfg.model)
+            base = resolve_base(cfg)
         check_fits_model(cfg, base)
         ds = self.dataset
         per = cfg.train.states_per_step
