@@ -45,6 +45,8 @@ app = typer.Typer(
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="YAML config (default: ./config.yaml if present).")
 ]
+MAX_PROCESSES = 1024
+"""Most data-parallel processes one `train --num-processes` launches (one per GPU of this machine)."""
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", "-s", help="Override a key: --set grpo.beta=0.0 (repeatable).")
 ]
@@ -103,6 +105,12 @@ def train(
     ] = False,
 ) -> None:
     """Train the Executor with GRPO + LoRA."""
+    from searchgrpo.config import TrainConfig, check_option
+
+    if epochs is not None:
+        check_option("--epochs", TrainConfig, "epochs", epochs)
+    if not 1 <= num_processes <= MAX_PROCESSES:
+        raise UserError(f"--num-processes {num_processes} is out of range: expected >= 1 and <= {MAX_PROCESSES}")
     if num_processes > 1 and "WORLD_SIZE" not in os.environ:
         from searchgrpo.runs import launch_data_parallel
 
@@ -111,7 +119,7 @@ def train(
 
     extra = (
         *(DEBUG_OVERRIDES if debug else ()),
-        *((f"train.epochs={epochs}",) if epochs else ()),
+        *((f"train.epochs={epochs}",) if epochs is not None else ()),
         *(("data.strict=true",) if strict else ()),
     )
     cfg, source, run_dir = load_run(config, overrides, extra, resume, run_dir)
@@ -237,6 +245,9 @@ def evaluate(
     corpus: Annotated[Path | None, typer.Option(help="The corpus for --traces.")] = None,
     limit: Annotated[int | None, typer.Option(help="Score at most this many states (--episodes: questions).")] = None,
     output: Annotated[Path | None, typer.Option(help="The JSON report (default runs/evals/eval-<time>.json).")] = None,
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace an existing file at --output that is not an eval report.")
+    ] = False,
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed data file or line.")] = False,
     episodes: Annotated[
         bool, typer.Option("--episodes", help="Play whole multi-agent episodes per question instead of single rounds.")
@@ -264,6 +275,7 @@ def evaluate(
         baseline=baseline,
         checkpoints=[str(c) for c in checkpoint or []],
         output=str(output) if output else None,
+        overwrite=overwrite,
         num_samples=samples,
         temperature=temperature,
         seed=seed,
@@ -335,9 +347,11 @@ def collect(
 ) -> None:
     """Turn a question set into multi-agent traces with a baseline pass (the training data)."""
     from searchgrpo import runs
+    from searchgrpo.config import EvalConfig, check_option
 
-    if (limit is not None and limit < 1) or max_rounds < 1:
-        raise UserError("--limit and --max-rounds must be >= 1")
+    if limit is not None and limit < 1:
+        raise UserError(f"--limit {limit} is out of range: expected >= 1 (or leave it out)")
+    check_option("--max-rounds", EvalConfig, "episode_rounds", max_rounds)
     cfg, _ = load(
         config,
         overrides,

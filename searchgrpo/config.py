@@ -845,6 +845,15 @@ def to_yaml(cfg: Config) -> str:
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
 
 
+def check_option(option: str, section: type, key: str, value: Any) -> Any:
+    """`value` of a command-line option that sets what the config key `section.key` sets, checked
+    against that key's range; else one line naming the option and the bound (ConfigError)."""
+    check: Check | None = {f.name: f for f in dataclasses.fields(section)}[key].metadata.get("check")
+    if check is not None and not check.ok(value):
+        raise ConfigError(f"{option} {check.show(value)} is out of range: expected {check.expected}")
+    return value
+
+
 def cache_root(cfg: Config | None = None) -> Path:
     """The cache root: paths.cache_root, else $SEARCHGRPO_HOME, else ~/.cache/searchgrpo."""
     if cfg is not None and cfg.paths.cache_root:

@@ -304,13 +304,14 @@ def collect(cfg: Config, questions: str, out: Path, **options: Any) -> Any:
 
 def demo_world(out: Path, *, questions: int, distractors: int, seed: int, top_k: int) -> Any:
     """Write a demo world of this size into the empty or new folder `out`; returns its paths."""
-    from searchgrpo.config import DemoConfig
+    from searchgrpo.config import DemoConfig, EnvConfig, check_option
+    from searchgrpo.fileio import claim_output
     from searchgrpo.terminal import count_progress
-    from searchgrpo.world import build_demo
+    from searchgrpo.world import DEMO_WORLD, build_demo
 
-    if questions < 1 or distractors < 0:
-        raise UserError("--questions must be >= 1 and --distractors >= 0")
-    if out.exists() and any(out.iterdir()):
-        raise UserError(f"{out}: folder exists and is not empty")
+    check_option("--questions", DemoConfig, "questions", questions)
+    check_option("--distractors", DemoConfig, "distractors", distractors)
+    check_option("--top-k", EnvConfig, "top_k", top_k)
+    out = claim_output(out, DEMO_WORLD)
     with count_progress("baseline multi-agent pass") as progress:
         return build_demo(out, DemoConfig(questions, seed, distractors), top_k=top_k, progress=progress)

@@ -31,8 +31,11 @@ from searchgrpo.data.questions import write_questions
 from searchgrpo.env.reward import RewardCalculator
 from searchgrpo.env.search_round import SearchRoundEnv
 from searchgrpo.errors import UserError
-from searchgrpo.fileio import atomic_dir
+from searchgrpo.fileio import OutputKind, atomic_dir
 from searchgrpo.retrieval.search import Retriever, SparseBM25Search, search_for_corpus
+
+DEMO_WORLD = OutputKind("demo world", "--out", folder=True)
+"""`demo-world --out`: a new or empty folder (nothing already there is ever written over)."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from searchgrpo.data.questions import QuestionRecord
 from searchgrpo.data.traces import RunWriter
 from searchgrpo.episodes.play import EntityManager, Episode, EpisodeStart, Executor, Planner, initial_state, play
 from searchgrpo.errors import DataIssue
-from searchgrpo.fileio import remove_stale_temporaries
+from searchgrpo.fileio import OutputKind, claim_output, remove_stale_temporaries
 from searchgrpo.retrieval.search import Retriever
 
 
@@ -169,6 +169,20 @@ AGENT_CHOICES = {"planner": ("rule", "llm"), "executor": ("rule", "policy"), "en
 MANIFEST = "collect.json"
 
 
+def is_collect_folder(folder: Path) -> bool:
+    """A folder `collect` wrote: its manifest, or (collects older than the manifest) a corpus beside
+    a traces folder."""
+    if (folder / MANIFEST).is_file():
+        return True
+    return (folder / "corpus.jsonl").is_file() and any((folder / d).is_dir() for d in ("traces", "checkpoints"))
+
+
+COLLECT_FOLDER = OutputKind(
+    "collect folder (corpus.jsonl, traces/)", "--out", folder=True, ours=is_collect_folder, reused=True
+)
+"""`collect --out`: new, empty, or a collect to resume; a folder holding anything else is refused."""
+
+
 @dataclass(frozen=True)
 class CollectResult:
     """Where `collect_to_folder` wrote, and what it did."""
@@ -241,6 +255,7 @@ def collect_to_folder(
     for role, choice in (("planner", planner), ("executor", executor), ("entity_manager", entity_manager)):
         if choice not in AGENT_CHOICES[role]:
             raise UserError(f"--{role.replace('_', '-')} {choice!r}: expected one of {', '.join(AGENT_CHOICES[role])}")
+    claim_output(out_dir, COLLECT_FOLDER)
     issues = IssueLog(cfg.data.strict)
     if source == "demo":
         from searchgrpo.data.demo_world import generate_world

@@ -65,6 +65,7 @@ def run_episode_eval(
     if rounds < 1:
         raise UserError(f"--max-rounds {rounds}: expected at least 1")
     budget = request.doc_budget if request.doc_budget is not None else cfg.eval.episode_doc_budget
+    output = report_path(cfg, request, "episodes")
     specs = policy_specs(request, cfg)
     dataset = eval_dataset(cfg, request)
     report_issues(dataset.issues, sink)
@@ -73,7 +74,6 @@ def run_episode_eval(
     starts = question_starts(dataset, qids, dataset.eval)
     retriever = make_retriever(cfg, dataset)
     checker = make_checker(cfg, dataset)
-    output = report_path(cfg, request, "episodes")
     sink(EvalStarted([s.name for s in specs], len(starts), str(output)))
     played: dict[str, list[Episode]] = {}
     fallbacks: dict[str, dict[str, int]] = {}

@@ -17,10 +17,16 @@ from searchgrpo.data.dataset import Dataset, read_dataset
 from searchgrpo.data.traces import SearchState
 from searchgrpo.errors import IssueLog, UserError
 from searchgrpo.events import EventSink, LogMessage
+from searchgrpo.fileio import OutputKind, claim_output, json_head_matches
 from searchgrpo.train.checkpoints import checkpoint_adapter
-from searchgrpo.world import load_dataset
 
 BASELINE = "baseline"
+EVAL_REPORT = OutputKind(
+    "searchgrpo eval report",
+    "--output",
+    ours=lambda p: json_head_matches(p, r'^\s*\{\s*"format":\s*"searchgrpo-(eval|episodes)-v\d+"'),
+)
+"""An eval report: an existing one is replaced, any other file only with --overwrite."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,8 @@ class EvalRequest:
     """Training checkpoints (`runs/<id>/checkpoints/step-N`) or adapter folders to score."""
     output: str | None = None
     """The JSON report's path (default: {train.output_dir}/evals/eval-<time>.json)."""
+    overwrite: bool = False
+    """Replace an existing file at `output` that is not an eval report."""
     num_samples: int = 1
     """1: greedy clues. More: that many samples per state at `temperature` (per-round mode only)."""
     temperature: float = 1.0
@@ -112,6 +120,8 @@ def eval_dataset(cfg: Config, request: EvalRequest) -> Dataset:
         if not request.corpus:
             raise UserError("--traces needs --corpus (the JSONL corpus those traces searched)")
         return read_dataset(cfg.data, Path(request.traces), Path(request.corpus), split=False)
+    from searchgrpo.world import load_dataset  # the search stack, only once there is work to do
+
     ds = load_dataset(cfg)
     if not ds.eval:
         raise UserError("the eval split is empty: raise data.eval_fraction, or give --questions")
@@ -123,9 +133,12 @@ def eval_states(ds: Dataset, request: EvalRequest) -> list[SearchState]:
 
 
 def report_path(cfg: Config, request: EvalRequest, kind: str = "eval") -> Path:
+    """Where the report goes, once `claim_output` says it may be written there (called before any
+    scoring: a bad path costs nothing)."""
     if request.output:
-        return Path(request.output)
-    return Path(cfg.train.output_dir) / "evals" / (time.strftime(f"{kind}-%Y%m%d-%H%M%S") + ".json")
+        return claim_output(request.output, EVAL_REPORT, overwrite=request.overwrite)
+    default = Path(cfg.train.output_dir) / "evals" / (time.strftime(f"{kind}-%Y%m%d-%H%M%S") + ".json")
+    return claim_output(default, EVAL_REPORT)
 
 
 def report_issues(issues: IssueLog, sink: EventSink, shown: int = 20) -> None:

@@ -61,12 +61,12 @@ def run_round_eval(
     from searchgrpo.seeding import derive_seed
 
     sink = sink or (lambda e: None)
+    output = report_path(cfg, request)
     specs = policy_specs(request, cfg)
     dataset = eval_dataset(cfg, request)
     states = eval_states(dataset, request)
     report_issues(dataset.issues, sink)
     env = make_env(cfg, dataset)
-    output = report_path(cfg, request)
     sink(EvalStarted([s.name for s in specs], len(states), str(output)))
     scored: dict[str, list[ScoredState]] = {}
     try:

@@ -27,6 +27,7 @@ tie that rounding may flip), which is reported, not failed.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -39,7 +40,7 @@ from typing import Any
 from searchgrpo.config import Config
 from searchgrpo.errors import UserError, one_line
 from searchgrpo.events import EventSink, LogMessage, MergeFinished, MergeProgress, MergeStarted
-from searchgrpo.fileio import atomic_dir, remove_stale_temporaries
+from searchgrpo.fileio import OutputKind, atomic_dir, claim_output, remove_stale_temporaries
 from searchgrpo.train.checkpoints import STATE_FILE, checkpoint_adapter, list_checkpoints
 
 TOLERANCE = {"float32": 1e-3, "float16": 0.05, "bfloat16": 0.25}
@@ -47,6 +48,14 @@ TOLERANCE = {"float32": 1e-3, "float16": 0.05, "bfloat16": 0.25}
 PROBE_STATES = 3
 PROBE_NEW_TOKENS = 24
 STAGES = ("load", "reference", "merge", "save", "parity")
+MERGE_INFO = "searchgrpo_merge.json"
+"""Written into every merged model folder: how it was merged and its parity figures."""
+MERGED_MODEL = OutputKind("merged model folder", "--output-dir", folder=True, ours=lambda p: (p / MERGE_INFO).is_file())
+"""A merged model folder: one of ours is replaced only with --overwrite; any other folder never."""
+MERGED_MODELS_ROOT = OutputKind(
+    "folder for merged models", "--output-dir", folder=True, ours=lambda p: True, reused=True
+)
+"""The folder the merged models go into (it may hold anything else: only our own folders in it are replaced)."""
 
 
 class OutputExists(UserError):
@@ -118,6 +127,9 @@ def plan(cfg: Config, request: MergeRequest, base_name: str) -> list[MergeJob]:
         checkpoint_adapter(p, cfg.model.base, flag="merge")
         step = _step_of(p)
         jobs.append(MergeJob(p, step, Path(request.output_dir) / f"{base_name}-grpo-step{step}"))
+    for job in jobs:  # what is there and is not a merged model is refused, whatever --overwrite says
+        if os.path.lexists(job.output):
+            claim_output(job.output, MERGED_MODEL, overwrite=True)
     existing = [str(j.output) for j in jobs if j.output.exists()]
     if existing and not request.overwrite:
         raise OutputExists(existing)
@@ -155,8 +167,7 @@ def run_merge(
 def writable_output(folder: Path) -> Path:
     """`folder`, created if missing, once a probe shows this process can write into it; else one
     line naming it and why (a file in the way, a read-only file system, no permission)."""
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"--output-dir {folder}: is a file, not a folder; give a folder for the merged models")
+    claim_output(folder, MERGED_MODELS_ROOT)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tempfile.mkdtemp(prefix=".write-probe-", dir=folder))
@@ -261,7 +272,7 @@ def merge_one(
         reloaded.eval()
         got_logp, got_completions = _probe_logprobs_and_greedy(reloaded, tokenizer, probe, completions)
         figures = parity_figures(ref_logp, got_logp, completions, got_completions, request.dtype)
-        (tmp / "searchgrpo_merge.json").write_text(
+        (tmp / MERGE_INFO).write_text(
             json.dumps(
                 {
                     "checkpoint": str(job.checkpoint),
