@@ -362,7 +362,11 @@ class TrainConfig:
     output_dir: str = "runs"
     """Runs are written to {output_dir}/{run_name}/."""
 
-    run_name: str | None = None
+    run_name: str | None = checked(
+        None,
+        lambda v: v is None or (v.strip() == v and v not in ("", ".", "..") and not any(c in v for c in "/\\\0")),
+        "a folder name (not '.' or '..', no '/' or '\\'; the run goes to {output_dir}/{run_name})",
+    )
     """The run's folder name (null: a timestamp). `--resume` continues the named run."""
 
     refresh_states_every: int = non_negative(0)

@@ -67,8 +67,10 @@ def quiet_libraries() -> None:
 
 
 def is_run(path: Path) -> bool:
-    """A run folder is one with the config.yaml the trainer writes at its start."""
-    return (path / "config.yaml").is_file()
+    """A run folder is one that holds our run markers (`run_lock.is_run_folder`)."""
+    from searchgrpo.train.run_lock import is_run_folder
+
+    return is_run_folder(path)
 
 
 def newest_run(output_dir: str | Path, *, with_checkpoints: bool = False) -> Path | None:
@@ -84,8 +86,9 @@ def newest_run(output_dir: str | Path, *, with_checkpoints: bool = False) -> Pat
 def find_run_to_resume(cfg: Config, run_dir: Path | None) -> Path:
     """`run_dir` if given, else `train.run_name`'s folder, else the newest run; one clear line if none."""
     if run_dir is not None:
-        if not is_run(run_dir):
-            raise UserError(f"{run_dir}: not a run folder (no config.yaml)")
+        from searchgrpo.train.run_lock import check_run_folder
+
+        check_run_folder(run_dir, resume=True)
         return run_dir
     out = Path(cfg.train.output_dir)
     if cfg.train.run_name:

@@ -149,10 +149,10 @@ class Trainer:
             self.sink(LogMessage("warning", text))
         fingerprint = data_fingerprint(ds)
         changes: list[tuple[str, Any, Any]] = []
-        if self.resume:
+        if self.resume:  # the refusals first, then the lock: a refused resume writes nothing
+            changes, warnings = check_resume(self.run_dir, cfg, fingerprint, allow_changes=self.allow_changes)
             if dist.is_main:
                 self._lock(self.run_dir)
-            changes, warnings = check_resume(self.run_dir, cfg, fingerprint, allow_changes=self.allow_changes)
             for text in warnings:
                 self.sink(LogMessage("warning", text))
             newest = newest_usable(self.run_dir)
