@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from searchgrpo.config import Config
@@ -52,9 +53,8 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
 
         ds = ctx["ds"] = load_dataset(cfg)
         where = "demo world" if ds.is_demo else str(ds.traces_dir)
-        skipped = (
-            f", {len(ds.issues)} malformed inputs skipped (first: {ds.issues.issues[0]})" if len(ds.issues) else ""
-        )
+        malformed = [i for i in ds.issues.issues if not i.conflict]
+        skipped = f", {len(malformed)} malformed inputs skipped (first: {malformed[0]})" if malformed else ""
         return f"{where}: {len(ds.corpus)} documents, {len(ds.train)} train / {len(ds.eval)} eval states{skipped}"
 
     _run("data", data, "set data.traces and data.corpus to existing paths (or null for the demo world)", results)
@@ -75,6 +75,22 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
         gold_in_corpus,
         "collect again into that folder (it rewrites corpus.jsonl for the "
         "question set as it is now), or point data.corpus at the corpus the traces were collected with",
+        results,
+        needs=("data",),
+    )
+
+    def conflicts() -> str:
+        ds = ctx["ds"]
+        found = [str(i) for i in ds.issues.conflicts] + pooled_docid_conflicts(ds.corpus_path, ds.corpus)
+        if found:
+            raise ValueError(f"{len(found)} conflicting inputs (first: {found[0]})")
+        return "every question, document, state and round has one id and one meaning"
+
+    _run(
+        "conflicts",
+        conflicts,
+        "give each question and document its own id (collect again into a new folder: it renames "
+        "clashing docids), and list each round once in meta.json",
         results,
         needs=("data",),
     )
@@ -156,3 +172,31 @@ def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[Che
 
     _run("forward", forward, "lower grpo.max_prompt_tokens or use a smaller model", results, needs=("model", "data"))
     return results
+
+
+def pooled_docid_conflicts(corpus_path: Path, corpus: Any) -> list[str]:
+    """A corpus `collect` pooled from a question set whose docids clash (the same docid for different
+    documents in different questions: before collect renamed them, the first question's text was
+    kept for all): the clashing docids still in the corpus, as issues."""
+    import json
+
+    from searchgrpo.data.questions import docid_conflicts, load_questions
+    from searchgrpo.episodes.collect import MANIFEST
+    from searchgrpo.errors import IssueLog
+
+    try:
+        source = json.loads((corpus_path.parent / MANIFEST).read_text(encoding="utf-8")).get("source")
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(source, str) or not Path(source).is_file():
+        return []
+    try:
+        clashing = docid_conflicts(load_questions(source, IssueLog()))
+    except Exception:  # an unreadable set: the data check reports the data itself
+        return []
+    return [
+        f"{corpus_path}: docid {docid!r} names different documents in {len(qids)} questions of {source}, "
+        "but the corpus holds one of them for all"
+        for docid, qids in sorted(clashing.items())
+        if docid in corpus
+    ]

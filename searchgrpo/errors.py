@@ -49,6 +49,9 @@ class DataIssue:
 
     path: str
     reason: str
+    conflict: bool = False
+    """Two inputs that cannot both be right (one id naming two questions or two documents, a round
+    listed twice): the data is ambiguous, not merely damaged, and `searchgrpo check` fails on it."""
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
@@ -61,11 +64,15 @@ class IssueLog:
         self.strict = strict
         self.issues: list[DataIssue] = []
 
-    def report(self, path: object, reason: str) -> None:
-        issue = DataIssue(str(path), reason)
+    def report(self, path: object, reason: str, *, conflict: bool = False) -> None:
+        issue = DataIssue(str(path), reason, conflict)
         if self.strict:
             raise DataError(f"{issue} (--strict stops at the first malformed input)")
         self.issues.append(issue)
 
     def __len__(self) -> int:
         return len(self.issues)
+
+    @property
+    def conflicts(self) -> list[DataIssue]:
+        return [i for i in self.issues if i.conflict]

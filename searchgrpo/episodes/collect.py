@@ -202,9 +202,10 @@ class CollectResult:
     def report(self) -> tuple[list[str], list[str]]:
         """(warnings, lines) that tell the user what was done."""
         s = self.stats
-        warnings = [f"skipped {issue}" for issue in self.issues]
-        if self.issues:
-            warnings.append(f"{len(self.issues)} malformed lines skipped (--strict stops at the first instead)")
+        warnings = [str(issue) if issue.conflict else f"skipped {issue}" for issue in self.issues]
+        malformed = [issue for issue in self.issues if not issue.conflict]
+        if malformed:
+            warnings.append(f"{len(malformed)} malformed lines skipped (--strict stops at the first instead)")
         lines = [self.corpus_note] if self.corpus_note else []
         lines.append(
             f"{s.written} questions collected, {s.skipped_existing} already there, {s.states} SEARCH rounds written"
@@ -247,7 +248,7 @@ def collect_to_folder(
     from searchgrpo.agents.checker import GoldChecker
     from searchgrpo.data.corpus import Corpus, complete_corpus
     from searchgrpo.data.labels import Label, QuestionLabels
-    from searchgrpo.data.questions import load_questions, pooled_corpus
+    from searchgrpo.data.questions import load_questions, pooled_corpus, unique_docids
     from searchgrpo.errors import IssueLog, UserError
     from searchgrpo.fileio import atomic_write_json
     from searchgrpo.retrieval.search import search_for_corpus
@@ -266,7 +267,7 @@ def collect_to_folder(
         origin = f"demo:q{d.questions}-d{d.distractors}-s{d.seed}"
         content = origin
     else:
-        records = load_questions(source, issues)
+        records = unique_docids(load_questions(source, issues), issues, source)
         documents = pooled_corpus(records)
         origin = str(Path(source).expanduser().resolve())
         content = hashlib.sha1(Path(origin).read_bytes()).hexdigest()

@@ -144,7 +144,7 @@ def report_path(cfg: Config, request: EvalRequest, kind: str = "eval") -> Path:
 def report_issues(issues: IssueLog, sink: EventSink, shown: int = 20) -> None:
     """Each skipped input as a warning (the first `shown`), then how many were skipped in all."""
     for issue in issues.issues[:shown]:
-        sink(LogMessage("warning", f"skipped {issue}"))
+        sink(LogMessage("warning", f"{'conflict' if issue.conflict else 'skipped'} {issue}"))
     if issues.issues:
         sink(
             LogMessage(
