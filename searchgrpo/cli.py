@@ -248,6 +248,10 @@ def evaluate(
     overwrite: Annotated[
         bool, typer.Option(help="Replace an existing file at --output that is not an eval report.")
     ] = False,
+    allow_overlap: Annotated[
+        bool,
+        typer.Option(help="Score a checkpoint even on questions its run trained on (recorded in the report)."),
+    ] = False,
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed data file or line.")] = False,
     episodes: Annotated[
         bool, typer.Option("--episodes", help="Play whole multi-agent episodes per question instead of single rounds.")
@@ -276,6 +280,7 @@ def evaluate(
         checkpoints=[str(c) for c in checkpoint or []],
         output=str(output) if output else None,
         overwrite=overwrite,
+        allow_overlap=allow_overlap,
         num_samples=samples,
         temperature=temperature,
         seed=seed,

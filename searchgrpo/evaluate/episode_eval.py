@@ -33,6 +33,7 @@ from searchgrpo.env.clue_checks import invented_numbers, numbers_in, state_text
 from searchgrpo.episodes.play import Episode, play, question_starts
 from searchgrpo.errors import UserError
 from searchgrpo.evaluate.clue_stats import clue_stats
+from searchgrpo.evaluate.held_out import held_out_report
 from searchgrpo.evaluate.inputs import (
     BASELINE,
     EvalRequest,
@@ -42,7 +43,7 @@ from searchgrpo.evaluate.inputs import (
     report_path,
 )
 from searchgrpo.evaluate.stats import compare_policies, median_diff_ci
-from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink
+from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink, LogMessage
 from searchgrpo.fileio import atomic_write_json, json_safe
 from searchgrpo.world import make_checker, make_retriever
 
@@ -71,6 +72,9 @@ def run_episode_eval(
     report_issues(dataset.issues, sink)
     qids = sorted({s.question_id for s in dataset.eval})
     qids = qids[: request.limit] if request.limit else qids
+    held_out, notes = held_out_report(specs, dataset, qids, allow_overlap=request.allow_overlap)
+    for note in notes:
+        sink(LogMessage("warning", note))
     starts = question_starts(dataset, qids, dataset.eval)
     retriever = make_retriever(cfg, dataset)
     checker = make_checker(cfg, dataset)
@@ -113,6 +117,7 @@ def run_episode_eval(
     )
     # How often a policy wrote nothing readable and the rule Executor's clues stood in for it.
     report["executor"] = fallbacks
+    report["held_out"] = held_out
     atomic_write_json(output, json_safe(report))
     sink(
         EvalReportWritten(

@@ -41,6 +41,8 @@ class EvalRequest:
     """The JSON report's path (default: {train.output_dir}/evals/eval-<time>.json)."""
     overwrite: bool = False
     """Replace an existing file at `output` that is not an eval report."""
+    allow_overlap: bool = False
+    """Score a checkpoint even on questions its run trained on (recorded in the report's `held_out`)."""
     num_samples: int = 1
     """1: greedy clues. More: that many samples per state at `temperature` (per-round mode only)."""
     temperature: float = 1.0

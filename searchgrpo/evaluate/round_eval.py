@@ -27,6 +27,7 @@ from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
 from searchgrpo.errors import UserError
 from searchgrpo.evaluate.clue_stats import clue_stats
+from searchgrpo.evaluate.held_out import held_out_report
 from searchgrpo.evaluate.inputs import (
     BASELINE,
     EvalRequest,
@@ -38,7 +39,7 @@ from searchgrpo.evaluate.inputs import (
     report_path,
 )
 from searchgrpo.evaluate.stats import compare_policies
-from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink
+from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink, LogMessage
 from searchgrpo.fileio import atomic_write_json, json_safe
 from searchgrpo.policy.scoring import ScoredState, score_policy
 from searchgrpo.world import make_env
@@ -66,6 +67,11 @@ def run_round_eval(
     dataset = eval_dataset(cfg, request)
     states = eval_states(dataset, request)
     report_issues(dataset.issues, sink)
+    held_out, notes = held_out_report(
+        specs, dataset, [s.question_id for s in states], allow_overlap=request.allow_overlap
+    )
+    for note in notes:
+        sink(LogMessage("warning", note))
     env = make_env(cfg, dataset)
     sink(EvalStarted([s.name for s in specs], len(states), str(output)))
     scored: dict[str, list[ScoredState]] = {}
@@ -98,6 +104,7 @@ def run_round_eval(
         if callable(close):
             close()
     report = build_report(cfg, request, specs, states, scored)
+    report["held_out"] = held_out
     atomic_write_json(output, json_safe(report))
     sink(EvalReportWritten(str(output), {name: _flat(agg) for name, agg in report["aggregate"].items()}))
     return output

@@ -116,8 +116,11 @@ def append_history(
     data: dict[str, str],
     changes: list[tuple[str, Any, Any]],
     allowed: bool,
+    train_questions: list[str] | None = None,
 ) -> None:
-    """Add one start to the history (the whole file rewritten atomically: never a torn line)."""
+    """Add one start to the history (the whole file rewritten atomically: never a torn line).
+    `train_questions`: the ids of the questions this start trains on (an eval of its checkpoints
+    tells from them whether its questions are held out)."""
     path = run_dir / HISTORY_FILE
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
     entry = {
@@ -128,6 +131,8 @@ def append_history(
         "changes": [{"key": k, "old": o, "new": n} for k, o, n in changes],
         "allowed_changes": allowed,
     }
+    if train_questions is not None:
+        entry["train_questions"] = sorted(train_questions)
     atomic_write_text(path, old + json.dumps(entry, ensure_ascii=False) + "\n")
 
 

@@ -237,6 +237,7 @@ class Trainer:
                 data=fingerprint,
                 changes=changes,
                 allowed=self.allow_changes and any(not is_free(k) for k, _, _ in changes),
+                train_questions=sorted({s.question_id for s in ds.train}),
             )
 
     def _lock(self, run_dir: Path) -> None:
