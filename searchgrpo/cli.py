@@ -13,8 +13,8 @@
 
 Every command takes `--config PATH` (default: ./config.yaml if present, else built-in defaults)
 and repeatable `--set section.key=value` overrides. Expected errors print one line and exit 2;
-set SEARCHGRPO_DEBUG=1 to see tracebacks. Heavy imports (torch, transformers) happen inside
-command bodies, so `searchgrpo --help` stays fast.
+set SEARCHGRPO_DEBUG=1 to see tracebacks (0, false, no and off mean off). Heavy imports (torch,
+transformers) happen inside command bodies, so `searchgrpo --help` stays fast.
 
 Text that comes from data, a server or a file name (questions, titles, paths, details) is printed
 as plain text: never read as rich markup (`Text`, `markup=False`), with control characters shown
@@ -31,7 +31,7 @@ from typing import Annotated
 import typer
 
 from searchgrpo.config import Config, ConfigError, describe, load_config
-from searchgrpo.errors import UserError, one_line, printable
+from searchgrpo.errors import MAX_ERROR_CHARS, UserError, debug_enabled, one_line, printable
 
 app = typer.Typer(
     name="searchgrpo",
@@ -424,18 +424,19 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        if os.environ.get("SEARCHGRPO_DEBUG"):
+        if debug_enabled():
             raise
-        typer.secho(f"error: {scrub(one_line(exc))}", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {scrub(one_line(scrub(str(exc)), MAX_ERROR_CHARS))}", fg=typer.colors.RED, err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.secho("aborted", fg=typer.colors.RED, err=True)
         sys.exit(130)
     except Exception as exc:
-        if os.environ.get("SEARCHGRPO_DEBUG"):
+        if debug_enabled():
             raise
         typer.secho(
-            f"error: {type(exc).__name__}: {scrub(one_line(exc, 500))} (set SEARCHGRPO_DEBUG=1 for the traceback)",
+            f"error: {type(exc).__name__}: {scrub(one_line(scrub(str(exc)), 500))} "
+            "(set SEARCHGRPO_DEBUG=1 for the traceback)",
             fg=typer.colors.RED,
             err=True,
         )

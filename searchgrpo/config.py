@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import functools
 import inspect
 import itertools
@@ -33,8 +34,8 @@ from typing import Any, Literal
 
 import yaml
 
-from searchgrpo.errors import UserError
-from searchgrpo.yaml_safe import safe_yaml
+from searchgrpo.errors import UserError, one_line
+from searchgrpo.yaml_safe import RefusedYAML, safe_yaml
 
 
 class ConfigError(UserError):
@@ -50,13 +51,13 @@ class Check:
 
     ok: Callable[[Any], bool]
     expected: str
-    show: Callable[[Any], str] = repr
+    show: Callable[[Any], str] = lambda value: shown(value)
     """How a bad value is quoted in the error (a URL's credentials are masked)."""
 
 
-def checked(default: Any, ok: Callable[[Any], bool], expected: str, show: Callable[[Any], str] = repr) -> Any:
+def checked(default: Any, ok: Callable[[Any], bool], expected: str, show: Callable[[Any], str] | None = None) -> Any:
     """A dataclass field with a default (a list default is copied for each instance) and a range check."""
-    metadata = {"check": Check(ok, expected, show)}
+    metadata = {"check": Check(ok, expected, show) if show else Check(ok, expected)}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -488,7 +489,7 @@ class CheckerConfig:
         lambda v: v == "embedded" or (v.startswith(("http://", "https://")) and not _has_credentials(v)),
         "'embedded' or an http(s):// URL without credentials (the API key comes from the environment: "
         "checker.api_key_env)",
-        show=lambda v: repr(_masked(v)),
+        show=lambda v: shown(_masked(v)),
     )
     """`embedded`: start llama.cpp (xllamacpp) on 127.0.0.1 with `gguf` for the run; otherwise
     the base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 for vLLM."""
@@ -657,6 +658,25 @@ def describe(cfg: Config) -> list[tuple[str, Any, str]]:
 
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_OTHER_NUMBER = re.compile(r"[-+]?(0[xXoObB][0-9a-fA-F_]+|[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9]*)?|[0-9]+(_[0-9]+)+)")
+"""Numbers YAML 1.1 reads in another base (hex, octal, sexagesimal `1:30`) or with `_`: refused as
+numbers, so that a value always means what it says."""
+SHOWN_CHARS = 200
+"""Longest value quoted in an error (a 20 MB value gives a line of a few hundred characters)."""
+
+
+def shown(value: Any) -> str:
+    r"""`value` as an error quotes it: Python's `ascii()`, so that look-alikes differ visibly (the
+    Cyrillic letter a is `\u0430`, a zero-width space `\u200b`, NFD `e\u0301` against NFC `\xe9`),
+    cut to SHOWN_CHARS with the full length said.
+
+    >>> print(shown("d\u0430po"), shown("x" * 500)[-24:])
+    'd\u0430po' xxxxxx… (502 characters)
+    """
+    text = ascii(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 1]}… ({len(text)} characters)"
+
+
 NULL_WORDS = ("None", "none")
 """Spellings read as null for a key that may be null, besides YAML's own `null` and `~`."""
 
@@ -672,13 +692,37 @@ def _type_name(tp: Any) -> str:
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
 
 
+def shown_key(key: str) -> str:
+    """A dotted key as an error names it: as is when plain ASCII, else escaped (`ascii()`), so that
+    a look-alike of a real key shows its difference."""
+    return key if key.isascii() and key.isprintable() else ascii(key)[1:-1]
+
+
+def _hint(value: Any, tp: Any, key: str) -> str:
+    """What to do about a value of the wrong type, where the fix is not obvious."""
+    wants = set(typing.get_args(tp)) if typing.get_origin(tp) in (typing.Union, types.UnionType) else {tp}
+    if str in wants and isinstance(value, (bool, int, float)):
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        name = key.rsplit(".", 1)[-1]
+        return f' (to give {text} as text, quote it: {name}: "{text}" in YAML, or --set \'{key}="{text}"\')'
+    if wants & {int, float} and isinstance(value, str) and _OTHER_NUMBER.fullmatch(value.strip()):
+        return " (numbers are read as written, in decimal: hex, octal, 1:30 and 1_000 forms are not numbers here)"
+    return ""
+
+
 def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     """Check `value` against the annotation `tp`, converting only where it is lossless."""
     origin = typing.get_origin(tp)
-    bad = ConfigError(f"{source}: {key} = {value!r} is not valid: expected {_type_name(tp)}")
+
+    def bad() -> ConfigError:
+        return ConfigError(
+            f"{source}: {shown_key(key)} = {shown(value)} is not valid: expected {_type_name(tp)}"
+            f"{_hint(value, tp, key)}"
+        )
+
     if origin is Literal:
         if value not in typing.get_args(tp):
-            raise bad
+            raise bad()
         return value
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
@@ -691,49 +735,60 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
                 return _coerce(value, arg, key, source)
             except ConfigError:
                 continue
-        raise bad
+        raise bad()
     if origin is list:
         (item,) = typing.get_args(tp)
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, (list, tuple)):
-            raise bad
+            raise bad()
         return [_coerce(v, item, f"{key}[{i}]", source) for i, v in enumerate(value)]
     if tp is bool:
         if not isinstance(value, bool):
-            raise bad
+            raise bad()
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise bad
+            raise bad()
         return value
     if tp is float:
         # YAML 1.1 reads "1e-5" (no dot) as a string; accept any plain number spelling.
         number = float(value) if isinstance(value, str) and _NUMBER.fullmatch(value.strip()) else value
         if isinstance(number, bool) or not isinstance(number, (int, float)):
-            raise bad
+            raise bad()
         try:
             number = float(number)
         except OverflowError:  # an integer too large for a float
             number = math.inf
         if not math.isfinite(number):
-            raise ConfigError(f"{source}: {key} = {value!r} is not valid: expected a finite number")
+            raise ConfigError(f"{source}: {shown_key(key)} = {shown(value)} is not valid: expected a finite number")
         return number
     if tp is str:
         if not isinstance(value, str):
-            raise bad
+            raise bad()
         return value
     raise TypeError(f"unsupported config annotation {tp!r} for {key}")
 
 
 def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: {prefix.rstrip('.') or 'the file'} must be a mapping of keys to values")
+        section = prefix.rstrip(".")
+        if section:
+            raise ConfigError(
+                f"{source}: {shown_key(section)} must be a mapping of keys to values, not {shown(data)} "
+                f"(it is a section: set its keys, e.g. --set {shown_key(section)}.KEY=VALUE)"
+            )
+        raise ConfigError(f"{source}: the file must be a mapping of keys to values")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = [k for k in data if k not in fields]
     if unknown:
-        raise ConfigError(f"{source}: unknown key '{prefix}{unknown[0]}' (expected one of: {', '.join(fields)})")
+        near = difflib.get_close_matches(str(unknown[0]), list(fields), n=1)
+        did_you_mean = f"; did you mean '{prefix}{near[0]}'?" if near else ""
+        raise ConfigError(
+            f"{source}: unknown key '{shown_key(prefix + str(unknown[0]))}'{did_you_mean} "
+            f"(expected one of: {', '.join(fields)})"
+        )
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         key = prefix + name
@@ -744,7 +799,9 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
         value = _coerce(value, tp, key, source)
         check: Check | None = fields[name].metadata.get("check")
         if check is not None and value is not None and not check.ok(value):
-            raise ConfigError(f"{source}: {key} = {check.show(value)} is out of range: expected {check.expected}")
+            raise ConfigError(
+                f"{source}: {shown_key(key)} = {check.show(value)} is out of range: expected {check.expected}"
+            )
         kwargs[name] = value
     return cls(**kwargs)
 
@@ -784,13 +841,26 @@ def from_dict(data: Mapping[str, Any] | None, source: str = "<config>") -> Confi
 
 
 def parse_dotted(pairs: Sequence[tuple[str, Any]] | Any) -> dict[str, Any]:
-    """[("grpo.beta", 0.0)] -> {"grpo": {"beta": 0.0}}."""
+    """[("grpo.beta", 0.0)] -> {"grpo": {"beta": 0.0}}. A key given both a value and keys of its own
+    (`--set grpo=1 --set grpo.beta=0`) is one clear ConfigError."""
     nested: dict[str, Any] = {}
     for key, value in pairs:
         parts = key.split(".")
         node = nested
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                whole = ".".join(parts[: i + 1])
+                raise ConfigError(
+                    f"--set {shown_key(whole)}={shown(child)} and --set {shown_key(key)}=...: {shown_key(whole)} "
+                    f"cannot be a value and a section at once; set its keys only (e.g. --set {shown_key(key)}=...)"
+                )
+            node = child
+        if isinstance(node.get(parts[-1]), dict) and not isinstance(value, dict):
+            raise ConfigError(
+                f"--set {shown_key(key)}={shown(value)}: {shown_key(key)} is a section already given keys "
+                f"(--set {shown_key(key)}.KEY=...); it cannot also be a value"
+            )
         node[parts[-1]] = value
     return nested
 
@@ -800,13 +870,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or any(not p for p in key.split(".")):
-        raise ConfigError(f"--set {text!r}: expected section.key=value, for example --set grpo.beta=0.0")
+        raise ConfigError(f"--set {shown(text)}: expected section.key=value, for example --set grpo.beta=0.0")
     try:
         value = safe_yaml(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        if "billion laughs" in str(exc):
-            raise ConfigError(f"--set {key}: {exc}") from None
-        value = raw
+    except RefusedYAML as exc:
+        raise ConfigError(f"--set {shown_key(key)}: {one_line(exc, SHOWN_CHARS)}") from None
+    except yaml.YAMLError:
+        value = raw  # not YAML: the text as it is
     return key, value
 
 
@@ -834,7 +904,7 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[
             loaded = safe_yaml(p.read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(f"{p}: not valid YAML ({first})") from None
+            raise ConfigError(f"{p}: not valid YAML ({one_line(first, 2 * SHOWN_CHARS)})") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{p}: the top level must be a mapping of sections")
         data = loaded or {}

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -22,6 +23,16 @@ def printable(text: object) -> str:
     'red\\x1b[31m\\rdone'
     """
     return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], str(text))
+
+
+MAX_ERROR_CHARS = 800
+"""Longest error line the CLI prints (the values inside are cut shorter still)."""
+
+
+def debug_enabled() -> bool:
+    """Whether SEARCHGRPO_DEBUG asks for tracebacks: set to anything but empty, 0, false, no or off."""
+    value = os.environ.get("SEARCHGRPO_DEBUG", "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
 
 
 class UserError(Exception):
