@@ -326,7 +326,12 @@ def merge(
 
     cfg, _ = load(config, overrides)
     request = MergeRequest(
-        [str(c) for c in checkpoint or []], str(run_dir) if run_dir else None, str(output_dir), overwrite, device, dtype
+        checkpoints=[str(c) for c in checkpoint or []],
+        output_dir=str(output_dir),
+        overwrite=overwrite,
+        run_dir=str(run_dir) if run_dir else None,
+        device=device,
+        dtype=dtype,
     )
     console = Console()
     finished: list[MergeFinished] = []

@@ -31,7 +31,7 @@ EVAL_REPORT = OutputKind(
 
 @dataclass(frozen=True)
 class EvalRequest:
-    """What to evaluate and how."""
+    """What to evaluate and how: the one request type of `searchgrpo eval` and the console's Eval tab."""
 
     baseline: bool = True
     """Score the base model without adapter."""

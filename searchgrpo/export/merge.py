@@ -75,14 +75,16 @@ class ParityError(UserError):
 
 @dataclass(frozen=True)
 class MergeRequest:
-    """What to merge and where."""
+    """What to merge and where: the one request type of `searchgrpo merge` and the console's Merge tab."""
 
     checkpoints: list[str] = field(default_factory=list)
     """Checkpoint folders (`runs/<id>/checkpoints/step-N`); empty: every checkpoint of run_dir."""
+    output_dir: str = "merged"
+    """Where the `{base_name}-grpo-step{N}/` folders go."""
+    overwrite: bool = False
+    """Replace merged model folders of ours that are already there (never any other folder)."""
     run_dir: str | None = None
     """The run whose checkpoints are discovered when `checkpoints` is empty (default: the newest run)."""
-    output_dir: str = "merged"
-    overwrite: bool = False
     device: str = "cpu"
     """Where to merge; the CPU avoids running out of GPU memory on large models."""
     dtype: str = "bfloat16"
