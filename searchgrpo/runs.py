@@ -10,7 +10,7 @@ benchmarks all run them, and how runs are found on disk.
   registered secret reaches any of them.
 - `evaluate`, `merge`: the eval and merge jobs, with the libraries' chatter silenced.
 - `launch_data_parallel`: re-run a `searchgrpo train` command line under torchrun.
-- `stop_on_signals`: Ctrl-C / SIGTERM ask a run to stop with a checkpoint; a second one aborts.
+- `stop_on_signals`: Ctrl-C / SIGTERM / SIGHUP ask a run to stop with a checkpoint; a second one aborts.
 
 Heavy modules (torch, transformers) are imported inside the functions, so the console and
 `searchgrpo --help` start at once.
@@ -220,8 +220,9 @@ def newest_checkpoint_note(trainer: Any) -> str:
 
 @contextlib.contextmanager
 def stop_on_signals(control: TrainerControl, notify: Callable[[str], None]) -> Iterator[None]:
-    """While inside: SIGINT/SIGTERM ask the run to stop after this step with a checkpoint; a second
-    signal raises KeyboardInterrupt (no checkpoint for the step in progress)."""
+    """While inside: SIGINT, SIGTERM and SIGHUP (the terminal closed) ask the run to stop after this
+    step with a checkpoint; a second signal raises KeyboardInterrupt (no checkpoint for the step in
+    progress)."""
 
     def on_signal(signum: int, frame: Any) -> None:
         if control.stop.is_set():
@@ -229,7 +230,7 @@ def stop_on_signals(control: TrainerControl, notify: Callable[[str], None]) -> I
         control.stop.set()
         notify(f"{signal.Signals(signum).name}: stopping after this step with a checkpoint (again to abort)")
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:

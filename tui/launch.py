@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,8 +58,10 @@ def launch_console(
 
 
 def run_console(app: Any, **run_kwargs: Any) -> int:
-    """Run the app; its exit code: the one it chose, or 1 when it crashed (an exception that
-    Textual caught and printed: the process must not report success after it)."""
+    """Run the app (SIGTERM and SIGHUP stop its run with a checkpoint: `tui.signals`); its exit
+    code: the one it chose, or 1 when it crashed (an exception that Textual caught and printed: the
+    process must not report success after it)."""
+    app.handle_stop_signals = True
     code = app.run(**run_kwargs)
     if app.return_code:
         return app.return_code
@@ -71,8 +74,9 @@ def print_resume_hint(app: Any) -> None:
     if run.info is None or run.status == "completed":
         return
     run_id, run_dir = printable(run.info.run_id, one_line=True), printable(run.info.run_dir, one_line=True)
-    print(
-        f"run {run_id} {run.status} at step {run.step}/{run.total_steps}; continue it with:\n"
-        f"  searchgrpo tui --resume --run-dir {run_dir}",
-        file=sys.stderr,
-    )
+    with contextlib.suppress(OSError):  # the terminal hung up (SIGHUP): the run's checkpoint is what matters
+        print(
+            f"run {run_id} {run.status} at step {run.step}/{run.total_steps}; continue it with:\n"
+            f"  searchgrpo tui --resume --run-dir {run_dir}",
+            file=sys.stderr,
+        )
