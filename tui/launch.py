@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgrpo.config import Config, load_config
-from searchgrpo.errors import UserError
+from searchgrpo.errors import UserError, one_line
 from tui.format import printable
 from tui.sources import events_file
 
@@ -49,11 +49,20 @@ def launch_console(
         raise UserError(f"{paths[0].parent}: no such run folder")
     path = paths[0]
     run_config = path.parent / "config.yaml"
+    notice = ""
     if run_config.is_file():
-        cfg, source = load_config(run_config), str(run_config)
+        try:
+            cfg, source = load_config(run_config), str(run_config)
+        except UserError as exc:  # a run written by another version of the config: its events still show
+            notice = (
+                f"{run_config}: not a config this version reads ({one_line(exc, 300)}); its events are shown, "
+                f"the Config tab shows {source} instead"
+            )
     app = ConsoleApp(
         cfg, source, source="attach" if attach else "replay", events_path=path, run_dir=path.parent, compare=paths[1:]
     )
+    if notice:
+        app.model.note("warning", notice)
     return run_console(app)
 
 
