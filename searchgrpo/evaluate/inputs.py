@@ -97,8 +97,15 @@ def policy_specs(request: EvalRequest, cfg: Config) -> list[PolicySpec]:
     """The baseline and each checkpoint, with names that tell them apart."""
     specs = [PolicySpec(BASELINE, None, None)] if request.baseline else []
     names: set[str] = {BASELINE}
+    base = None
     for ckpt in request.checkpoints:
         adapter = checkpoint_adapter(ckpt, cfg.model.base)
+        if base is None:
+            from searchgrpo.policy.model import resolve_base
+            from searchgrpo.policy.model_files import adapter_fit
+
+            base = resolve_base(cfg)
+        adapter_fit(adapter, base.path)  # before any weight loads, as merge does
         folder = Path(ckpt).resolve()
         name = folder.name if folder.name not in names else f"{folder.parent.parent.name}/{folder.name}"
         names.add(name)

@@ -13,7 +13,7 @@ Before any weight loads, `run_merge` checks the output folder (it must be a fold
 write: not a file, not on a read-only file system), removes the temporaries of merges that were
 killed (their writer's pid is gone), and checks that each adapter fits the base: every adapted
 layer exists in the base with the shapes its LoRA matrices need, read from the safetensors
-headers alone (`adapter_fit`).
+headers alone (`policy.model_files.adapter_fit`, which eval uses too).
 
 Parity tolerances (log-probs of the probe completion tokens, float32 compute): the merged model
 may differ from base + adapter only by rounding W + BA to the output dtype. Allowed: max |delta|
@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from searchgrpo.config import Config
-from searchgrpo.errors import UserError, one_line
+from searchgrpo.errors import UserError
 from searchgrpo.events import EventSink, LogMessage, MergeFinished, MergeProgress, MergeStarted
 from searchgrpo.fileio import OutputKind, atomic_dir, claim_output, remove_stale_temporaries
+from searchgrpo.policy.model_files import adapter_fit, load_pretrained_checked
 from searchgrpo.train.checkpoints import STATE_FILE, checkpoint_adapter, list_checkpoints
 
 TOLERANCE = {"float32": 1e-3, "float16": 0.05, "bfloat16": 0.25}
@@ -180,47 +181,6 @@ def writable_output(folder: Path) -> Path:
     return folder
 
 
-def _shapes(folder: Path) -> dict[str, list[int]]:
-    """Tensor name -> shape of every safetensors file in `folder`, from their headers alone."""
-    from safetensors import safe_open
-
-    shapes: dict[str, list[int]] = {}
-    for f in sorted(folder.glob("*.safetensors")):
-        with safe_open(str(f), framework="pt") as st:
-            for key in st.keys():  # noqa: SIM118 (safe_open has keys() but is not iterable)
-                shapes[key] = list(st.get_slice(key).get_shape())
-    return shapes
-
-
-def adapter_fit(adapter: Path, base: Path) -> None:
-    """Raise a one-line UserError unless every LoRA pair of `adapter` fits a layer of the base
-    model in `base`: the layer exists, lora_A is [r, in] and lora_B is [out, r] of its [out, in]."""
-    try:
-        lora, weights = _shapes(adapter), _shapes(base)
-    except Exception as exc:  # a damaged header
-        raise UserError(
-            f"{adapter}: cannot read the adapter or base model's tensor headers ({one_line(exc, 160)})"
-        ) from None
-    for key, shape in sorted(lora.items()):
-        m = re.fullmatch(r"(?:base_model\.model\.)?(.+)\.lora_([AB])\.weight", key)
-        if not m or not weights:
-            continue
-        layer, which = m.group(1), m.group(2)
-        base_shape = weights.get(f"{layer}.weight")
-        if base_shape is None or len(base_shape) != 2 or len(shape) != 2:
-            raise UserError(
-                f"{adapter.parent}: the adapter adapts {layer}, which the base model ({base}) does not "
-                "have; was it trained on another model?"
-            )
-        out_features, in_features = base_shape
-        ok = shape[1] == in_features if which == "A" else shape[0] == out_features
-        if not ok:
-            raise UserError(
-                f"{adapter.parent}: the adapter's {layer}.lora_{which} is {shape}, which does not fit the "
-                f"base model's {layer} of shape {base_shape}; was it trained on another model?"
-            )
-
-
 def _probe_prompts(cfg: Config, tokenizer: Any) -> list[list[int]]:
     """A few real Executor prompts from the data (the parity probe)."""
     from searchgrpo.policy.sampling import encode_prompt
@@ -257,7 +217,7 @@ def merge_one(
     progress("load")
     # The base rounded to the output dtype, computed in float32: what a server of base + adapter
     # in that dtype computes, so that the only difference left is rounding W + BA once.
-    model = AutoModelForCausalLM.from_pretrained(str(base_path), dtype=dtype).float().to(request.device)
+    model = load_pretrained_checked(base_path, "model.base", dtype=dtype).float().to(request.device)
     model = PeftModel.from_pretrained(model, str(job.checkpoint / "adapter"))
     model.eval()
     progress("reference")

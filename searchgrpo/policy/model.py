@@ -157,8 +157,9 @@ def load_tokenizer(path: Path) -> Any:
 
 
 def load_base_model(mc: ModelConfig, base: BaseModel, device: Any, dtype: Any) -> Any:
-    """The frozen base model on `device`, in `dtype` (or 4-bit)."""
-    from transformers import AutoModelForCausalLM
+    """The frozen base model on `device`, in `dtype` (or 4-bit); refused in one line when its files
+    are damaged or do not match its config.json (`model_files.load_pretrained_checked`)."""
+    from searchgrpo.policy.model_files import load_pretrained_checked
 
     kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": mc.attn_implementation}
     if mc.load_in_4bit:
@@ -172,7 +173,7 @@ def load_base_model(mc: ModelConfig, base: BaseModel, device: Any, dtype: Any) -
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype, bnb_4bit_use_double_quant=True
         )
         kwargs["device_map"] = {"": device.index or 0}
-    model = AutoModelForCausalLM.from_pretrained(str(base.path), **kwargs)
+    model = load_pretrained_checked(base.path, "model.base", **kwargs)
     if not mc.load_in_4bit:
         model.to(device)
     return model
