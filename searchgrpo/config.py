@@ -402,6 +402,10 @@ class TrainConfig:
     tracker_project: str = "searchgrpo"
     """The project (W&B, trackio) or experiment (MLflow) the trackers log runs under."""
 
+    tracker_timeout_s: float = positive(30.0)
+    """Longest a tracker may take to start, log one step or close, in seconds; a tracker that takes
+    longer (a server that does not answer) is switched off with a warning and training goes on."""
+
 
 @dataclass(frozen=True)
 class DemoConfig:

@@ -19,6 +19,7 @@ when it is not), never a device, a FIFO, a symbolic link or a folder where a fil
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -330,3 +331,36 @@ def json_head_matches(path: Path, pattern: str, head_bytes: int = 4096) -> bool:
     except OSError:
         return False
     return re.search(pattern, head) is not None
+
+
+# --------------------------------------------------------------------------- the cache root
+
+CACHE_ROOT_FIX = "give a writable cache root: paths.cache_root, or the SEARCHGRPO_HOME environment variable"
+"""How to move what searchgrpo caches (converted models, demo worlds, indexes, verdicts)."""
+
+
+@contextmanager
+def writing_cache(target: Path, what: str) -> Iterator[None]:
+    """While inside, an OSError writing `what` at `target` under the cache root (read-only, no
+    permission, a full disk, a file in the way) becomes one line naming the path, the reason and
+    the settings that move the cache root."""
+    try:
+        yield
+    except OSError as exc:
+        where = printable(exc.filename) if getattr(exc, "filename", None) else printable(target)
+        reason = exc.strerror or type(exc).__name__
+        free = "free space there, or " if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+        raise UserError(f"{where}: cannot write the {what} ({reason}); {free}{CACHE_ROOT_FIX}") from None
+
+
+def writable_folder(folder: Path, fix: str) -> Path:
+    """`folder`, created if missing, once a probe file can be written in it; else one line naming
+    it, the reason and `fix`."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(f"{printable(folder)}: cannot write there ({exc.strerror or exc}); {fix}") from None
+    return folder

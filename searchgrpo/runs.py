@@ -148,6 +148,7 @@ def train(
 
     check_trackers(cfg.train)  # before the model loads: a missing tracker package is one line at once
     trainer = Trainer(cfg, control=control, run_dir=run_dir, resume=resume, allow_changes=allow_changes)
+    check_writable_run_folder(trainer.run_dir)
     jsonl, trackers = None, []
     trainer.sink = redacting(sink)
     if trainer.dist.is_main:  # one event log per job, and the trackers fed from the same events
@@ -171,6 +172,21 @@ def train(
         return TrainResult(summary)
     error = one_line(jsonl.error.strerror or jsonl.error) if jsonl.error else ""
     return TrainResult(summary, jsonl.dropped, error)
+
+
+def check_writable_run_folder(run_dir: Path) -> None:
+    """Before any weight loads: one line when the run folder (or the nearest folder above it that
+    exists) cannot be written, instead of failing once the model is loaded."""
+    from searchgrpo.fileio import unwritable_reason
+    from searchgrpo.train.run_lock import unwritable_run_folder
+
+    existing = run_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    reason = unwritable_reason(existing) if existing.is_dir() else ""
+    if reason:
+        where = reason if existing == run_dir else f"{reason}: {existing.resolve()}"
+        raise UserError(unwritable_run_folder(run_dir, where))
 
 
 def train_headless(

@@ -31,7 +31,7 @@ from searchgrpo.data.questions import write_questions
 from searchgrpo.env.reward import RewardCalculator
 from searchgrpo.env.search_round import SearchRoundEnv
 from searchgrpo.errors import UserError
-from searchgrpo.fileio import OutputKind, atomic_dir
+from searchgrpo.fileio import OutputKind, atomic_dir, writing_cache
 from searchgrpo.retrieval.search import Retriever, SparseBM25Search, search_for_corpus
 
 DEMO_WORLD = OutputKind("demo world", "--out", folder=True)
@@ -61,7 +61,7 @@ def build_demo(
     from searchgrpo.episodes.collect import collect
 
     try:
-        with atomic_dir(target) as tmp:
+        with writing_cache(target, "demo world"), atomic_dir(target) as tmp:
             world = generate_world(demo.questions, demo.distractors, demo.seed)
             write_corpus(tmp / "corpus.jsonl", world.documents)
             write_questions(tmp / "questions.jsonl", world.questions)

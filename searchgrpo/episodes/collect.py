@@ -31,7 +31,14 @@ from searchgrpo.data.questions import QuestionRecord
 from searchgrpo.data.traces import RunWriter
 from searchgrpo.episodes.play import EntityManager, Episode, EpisodeStart, Executor, Planner, initial_state, play
 from searchgrpo.errors import DataIssue
-from searchgrpo.fileio import OutputKind, claim_output, remove_stale_temporaries
+from searchgrpo.fileio import (
+    CACHE_ROOT_FIX,
+    OutputKind,
+    claim_output,
+    remove_stale_temporaries,
+    writable_folder,
+    writing_cache,
+)
 from searchgrpo.retrieval.search import Retriever
 
 
@@ -359,4 +366,6 @@ def collect_question_set(cfg: Config, questions: Path) -> CollectResult:
         / "collected"
         / (f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}-rules{RULES_VERSION}")
     )
-    return collect_to_folder(cfg, str(questions), folder, seed=cfg.train.seed)
+    writable_folder(folder.parent, CACHE_ROOT_FIX)
+    with writing_cache(folder, "collected question set"):
+        return collect_to_folder(cfg, str(questions), folder, seed=cfg.train.seed)

@@ -23,7 +23,7 @@ from typing import Any
 from searchgrpo.config import Config, LoraConfig, ModelConfig, cache_root
 from searchgrpo.embedded import EMBEDDED, EMBEDDED_NAME, embedded_gguf_path
 from searchgrpo.errors import UserError
-from searchgrpo.fileio import atomic_dir, save_model_here
+from searchgrpo.fileio import atomic_dir, save_model_here, writing_cache
 
 TINY = "tiny"
 
@@ -52,16 +52,21 @@ def resolve_base(cfg: Config) -> BaseModel:
     cache = cache_root(cfg) / "models"
     if spec == EMBEDDED:
         gguf = embedded_gguf_path()
-        return BaseModel(convert_gguf(gguf, cache / f"{EMBEDDED_NAME}-{_file_key(gguf)}"), EMBEDDED_NAME, spec)
+        with writing_cache(cache, "converted model"):
+            folder = convert_gguf(gguf, cache / f"{EMBEDDED_NAME}-{_file_key(gguf)}")
+        return BaseModel(folder, EMBEDDED_NAME, spec)
     if spec == TINY:
         from searchgrpo.policy.tiny import ensure_tiny_model
 
-        return BaseModel(ensure_tiny_model(cache / "tiny-v1"), "tiny", spec)
+        with writing_cache(cache, "tiny model"):
+            return BaseModel(ensure_tiny_model(cache / "tiny-v1"), "tiny", spec)
     path = Path(spec).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
             raise UserError(f"model.base: GGUF file {path} not found")
-        return BaseModel(convert_gguf(path, cache / f"{path.stem}-{_file_key(path)}"), path.stem.split(".")[0], spec)
+        with writing_cache(cache, "converted model"):
+            folder = convert_gguf(path, cache / f"{path.stem}-{_file_key(path)}")
+        return BaseModel(folder, path.stem.split(".")[0], spec)
     if path.exists():
         if not (path / "config.json").is_file():
             raise UserError(f"model.base: {path} is not a Hugging Face model folder (no config.json)")

@@ -44,6 +44,8 @@ FREE_KEYS = (
     "train.output_dir",
     "train.run_name",
     "train.report_to",
+    "train.tracker_project",
+    "train.tracker_timeout_s",
     "data.strict",
     "env.snippet_chars",
     "env.search_backend",

@@ -180,8 +180,19 @@ def check_run_folder(run_dir: Path, *, resume: bool) -> None:
 def claim(run_dir: Path, *, fresh_id: bool, resume: bool) -> tuple[Path, RunLock]:
     """Lock the folder a run writes, once `check_run_folder` accepts it: `run_dir` made unique first
     when its id is a fresh timestamp."""
-    if fresh_id:
-        run_dir = claim_new_run_dir(run_dir.parent, run_dir.name)
-    else:
-        check_run_folder(run_dir, resume=resume)
-    return run_dir, RunLock.acquire(run_dir)
+    try:
+        if fresh_id:
+            run_dir = claim_new_run_dir(run_dir.parent, run_dir.name)
+        else:
+            check_run_folder(run_dir, resume=resume)
+        return run_dir, RunLock.acquire(run_dir)
+    except OSError as exc:  # a read-only working folder, no permission, a full disk
+        raise UserError(unwritable_run_folder(run_dir, exc.strerror or str(exc))) from None
+
+
+def unwritable_run_folder(run_dir: Path, reason: str) -> str:
+    """The one line for a run folder that cannot be written, naming the settings that move it."""
+    return (
+        f"{run_dir}: cannot write the run folder there ({reason}); give a writable folder with --run-dir, "
+        "or --set train.output_dir=DIR"
+    )
