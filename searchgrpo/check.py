@@ -1,6 +1,7 @@
 """`searchgrpo check`: validate config, data, search, checker, model and one forward pass.
 
-Each check returns a `CheckResult`; a failure carries the fix to try. Checks that depend on an
+Each health check gives a `HealthCheck` row (the command's name is kept; in the code "check" alone
+is what the DocumentChecker does to a document); a failure carries the fix to try. Checks that depend on an
 earlier one are skipped (not failed) when it failed, so the table points at the first cause.
 """
 
@@ -16,7 +17,9 @@ from searchgrpo.config import Config
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class HealthCheck:
+    """One row of `searchgrpo check`'s table."""
+
     name: str
     status: str
     """PASS, FAIL or SKIP."""
@@ -25,25 +28,25 @@ class CheckResult:
     seconds: float = 0.0
 
 
-def _run(name: str, fn: Callable[[], str], fix: str, results: list[CheckResult], needs: tuple[str, ...] = ()) -> bool:
+def _run(name: str, fn: Callable[[], str], fix: str, results: list[HealthCheck], needs: tuple[str, ...] = ()) -> bool:
     failed = {r.name for r in results if r.status != "PASS"}
     if failed & set(needs):
-        results.append(CheckResult(name, "SKIP", f"needs: {', '.join(sorted(failed & set(needs)))}"))
+        results.append(HealthCheck(name, "SKIP", f"needs: {', '.join(sorted(failed & set(needs)))}"))
         return False
     start = time.perf_counter()
     try:
         detail = fn()
     except Exception as exc:  # every failure becomes a row, never a crash
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        results.append(CheckResult(name, "FAIL", message, fix, time.perf_counter() - start))
+        results.append(HealthCheck(name, "FAIL", message, fix, time.perf_counter() - start))
         return False
-    results.append(CheckResult(name, "PASS", detail, "", time.perf_counter() - start))
+    results.append(HealthCheck(name, "PASS", detail, "", time.perf_counter() - start))
     return True
 
 
-def run_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[CheckResult]:
+def run_health_checks(cfg: Config, source: str, *, with_model: bool = True) -> list[HealthCheck]:
     """Run every check and return the rows of the report."""
-    results: list[CheckResult] = []
+    results: list[HealthCheck] = []
     ctx: dict[str, Any] = {}
 
     _run("config", lambda: f"loaded from {source}", "fix the key named in the message", results)

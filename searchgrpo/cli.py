@@ -180,15 +180,15 @@ def check(
     quiet_libraries()
     from rich.console import Console
 
-    from searchgrpo.check import CheckResult, run_checks
-    from searchgrpo.terminal import print_check_table
+    from searchgrpo.check import HealthCheck, run_health_checks
+    from searchgrpo.terminal import print_health_checks
 
     try:
         cfg, source = load(config, overrides)
-        results = run_checks(cfg, source, with_model=not no_model)
+        results = run_health_checks(cfg, source, with_model=not no_model)
     except ConfigError as exc:
-        results = [CheckResult("config", "FAIL", str(exc), "fix the key named in the message")]
-    print_check_table(Console(), results)
+        results = [HealthCheck("config", "FAIL", str(exc), "fix the key named in the message")]
+    print_health_checks(Console(), results)
     raise typer.Exit(1 if any(r.status == "FAIL" for r in results) else 0)
 
 
@@ -291,7 +291,7 @@ def evaluate(
         episodes=episodes,
         max_rounds=max_rounds,
         doc_budget=doc_budget,
-    ).checked()
+    ).validated()
     cfg, _ = load(config, overrides, ("data.strict=true",) if strict else ())
     console = Console()
     with eval_progress(console) as sink:
@@ -378,7 +378,7 @@ def collect(
         executor=executor,
         entity_manager=entity_manager,
     )
-    warnings, lines = result.report()
+    warnings, lines = result.summary_lines()
     for line in warnings:
         typer.echo(f"warning: {printable(line)}", err=True)
     for line in lines:

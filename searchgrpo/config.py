@@ -46,7 +46,7 @@ class ConfigError(UserError):
 
 
 @dataclass(frozen=True)
-class Check:
+class RangeCheck:
     """A range check on a field value, with the words used when it fails."""
 
     ok: Callable[[Any], bool]
@@ -57,7 +57,7 @@ class Check:
 
 def checked(default: Any, ok: Callable[[Any], bool], expected: str, show: Callable[[Any], str] | None = None) -> Any:
     """A dataclass field with a default (a list default is copied for each instance) and a range check."""
-    metadata = {"check": Check(ok, expected, show) if show else Check(ok, expected)}
+    metadata = {"check": RangeCheck(ok, expected, show) if show else RangeCheck(ok, expected)}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -801,7 +801,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
             kwargs[name] = _build(tp, value if value is not None else {}, key + ".", source)
             continue
         value = _coerce(value, tp, key, source)
-        check: Check | None = fields[name].metadata.get("check")
+        check: RangeCheck | None = fields[name].metadata.get("check")
         if check is not None and value is not None and not check.ok(value):
             raise ConfigError(
                 f"{source}: {shown_key(key)} = {check.show(value)} is out of range: expected {check.expected}"
@@ -926,7 +926,7 @@ def to_yaml(cfg: Config) -> str:
 def check_option(option: str, section: type, key: str, value: Any) -> Any:
     """`value` of a command-line option that sets what the config key `section.key` sets, checked
     against that key's range; else one line naming the option and the bound (ConfigError)."""
-    check: Check | None = {f.name: f for f in dataclasses.fields(section)}[key].metadata.get("check")
+    check: RangeCheck | None = {f.name: f for f in dataclasses.fields(section)}[key].metadata.get("check")
     if check is not None and not check.ok(value):
         raise ConfigError(f"{option} {check.show(value)} is out of range: expected {check.expected}")
     return value

@@ -80,13 +80,13 @@ class DataIssue:
 
 
 class IssueLog:
-    """Collects data issues; under `strict` the first one is raised instead."""
+    """Collects data issues (`record`); under `strict` the first one is raised instead."""
 
     def __init__(self, strict: bool = False) -> None:
         self.strict = strict
         self.issues: list[DataIssue] = []
 
-    def report(self, path: object, reason: str, *, conflict: bool = False) -> None:
+    def record(self, path: object, reason: str, *, conflict: bool = False) -> None:
         issue = DataIssue(str(path), reason, conflict)
         if self.strict:
             raise DataError(f"{issue} (--strict stops at the first malformed input)")

@@ -74,7 +74,7 @@ def read_records(
         for lineno, raw, length in _lines(fh, MAX_LINE_BYTES):
             where = f"{path}:{lineno}"
             if raw is None:
-                issues.report(
+                issues.record(
                     where, f"line of {length / 2**20:.1f} MiB, above the {MAX_LINE_BYTES / 2**20:g} MiB limit; skipped"
                 )
                 continue
@@ -83,20 +83,20 @@ def read_records(
             try:
                 record = parse(decode_json_line(raw))
             except UnicodeDecodeError:
-                issues.report(where, "not valid UTF-8")
+                issues.record(where, "not valid UTF-8")
                 continue
             except json.JSONDecodeError as exc:
-                issues.report(where, f"invalid JSON ({exc.msg})")
+                issues.record(where, f"invalid JSON ({exc.msg})")
                 continue
             except RecursionError:
-                issues.report(where, "JSON nested too deeply")
+                issues.record(where, "JSON nested too deeply")
                 continue
             except ValueError as exc:
-                issues.report(where, str(exc))
+                issues.record(where, str(exc))
                 continue
             k = key(record)
             if k in seen:
-                issues.report(where, f"duplicate {what} {k!r} (the first one is kept)")
+                issues.record(where, f"duplicate {what} {k!r} (the first one is kept)")
                 continue
             seen.add(k)
             out.append(record)

@@ -144,7 +144,7 @@ class JsonlFollower:
         if len(self.problems) < EXAMPLES:
             self.problems.append(f"line {self.line_no}: {why}")
 
-    def report(self) -> LogMessage | None:
+    def bad_lines_notice(self) -> LogMessage | None:
         """A Log tab line about the bad lines found since the last report, if any."""
         new = self.skipped - self._reported
         if new <= 0:
@@ -181,7 +181,7 @@ def follow_events(
             elif isinstance(event, RunStarted):
                 ended = False
             sink(event)
-        note = reader.report()
+        note = reader.bad_lines_notice()
         if note is not None:
             sink(note)
         if reader.replaced:

@@ -114,7 +114,7 @@ def unique_docids(records: list[QuestionRecord], issues: IssueLog, source: objec
         return records
     for docid, qids in sorted(conflicts.items()):
         shown = ", ".join(repr(q) for q in qids[:3]) + (", ..." if len(qids) > 3 else "")
-        issues.report(
+        issues.record(
             source,
             f"docid {docid!r} names different documents in {len(qids)} questions ({shown}); each question's "
             f"copy is renamed '<question id>:{docid}' (docids must be unique across a question set)",

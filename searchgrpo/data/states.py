@@ -80,18 +80,18 @@ def load_states(
         try:
             meta = parse_meta(read_trace_file(meta_path, root_real))
         except SchemaError as exc:
-            issues.report(meta_path, str(exc))
+            issues.record(meta_path, str(exc))
             continue
         if not meta.rounds:
-            issues.report(meta_path, "lists no rounds (an empty run)")
+            issues.record(meta_path, "lists no rounds (an empty run)")
             continue
         problem = rounds_conflict(meta)
         if problem:
-            issues.report(meta_path, f"{problem}; the run is skipped", conflict=True)
+            issues.record(meta_path, f"{problem}; the run is skipped", conflict=True)
             continue
         owner = folder_of.setdefault(meta.question_id, run_dir.parent)
         if owner != run_dir.parent:
-            issues.report(
+            issues.record(
                 meta_path,
                 f"question id {meta.question_id!r} is already the id of {owner}: two question folders would give "
                 "their states the same ids; this folder is skipped (give each question its own id)",
@@ -111,14 +111,14 @@ def load_states(
                 own = raw.get("round") if isinstance(raw, dict) else None
                 if isinstance(own, int) and not isinstance(own, bool) and own != ref.round:
                     missing.add(ref.round)
-                    issues.report(
+                    issues.record(
                         path, f"says it is round {own}, but meta.json lists it as round {ref.round}", conflict=True
                     )
                     continue
                 rounds[ref.round] = parse_round(raw)
             except SchemaError as exc:
                 missing.add(ref.round)
-                issues.report(path, str(exc))
+                issues.record(path, str(exc))
         for state in rounds.values():
             for doc in state.documents:
                 lab = Label.parse(doc.verdict)
@@ -161,7 +161,7 @@ def load_states(
     unique: list[SearchState] = []
     for state in out.states:  # ids that still meet (question ids holding '/') would share cached prompts
         if state.state_id in ids:
-            issues.report(state.source, f"state id {state.state_id!r} is taken by another state", conflict=True)
+            issues.record(state.source, f"state id {state.state_id!r} is taken by another state", conflict=True)
             continue
         ids.add(state.state_id)
         unique.append(state)
@@ -219,9 +219,9 @@ def _state_before(
         try:
             return parse_round(read_trace_file(zero, root_real))
         except SchemaError as exc:
-            issues.report(zero, str(exc))
+            issues.record(zero, str(exc))
             return None
-    issues.report(run_dir / "meta.json", f"round {round_no} is SEARCH but round {prev} is not listed")
+    issues.record(run_dir / "meta.json", f"round {round_no} is SEARCH but round {prev} is not listed")
     return None
 
 

@@ -206,7 +206,7 @@ class CollectResult:
     corpus_note: str = ""
     """Why corpus.jsonl was rewritten ('' when it was new or already complete)."""
 
-    def report(self) -> tuple[list[str], list[str]]:
+    def summary_lines(self) -> tuple[list[str], list[str]]:
         """(warnings, lines) that tell the user what was done."""
         s = self.stats
         warnings = [str(issue) if issue.conflict else f"skipped {issue}" for issue in self.issues]

@@ -33,14 +33,14 @@ from searchgrpo.env.clue_checks import invented_numbers, numbers_in, state_text
 from searchgrpo.episodes.play import Episode, play, question_starts
 from searchgrpo.errors import UserError
 from searchgrpo.evaluate.clue_stats import clue_stats
-from searchgrpo.evaluate.held_out import held_out_report
+from searchgrpo.evaluate.held_out import held_out_overlap
 from searchgrpo.evaluate.inputs import (
     BASELINE,
     EvalRequest,
     eval_dataset,
     policy_specs,
-    report_issues,
     report_path,
+    warn_skipped_inputs,
 )
 from searchgrpo.evaluate.stats import compare_policies, median_diff_ci
 from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink, LogMessage
@@ -69,10 +69,10 @@ def run_episode_eval(
     output = report_path(cfg, request, "episodes")
     specs = policy_specs(request, cfg)
     dataset = eval_dataset(cfg, request)
-    report_issues(dataset.issues, sink)
+    warn_skipped_inputs(dataset.issues, sink)
     qids = sorted({s.question_id for s in dataset.eval})
     qids = qids[: request.limit] if request.limit else qids
-    held_out, notes = held_out_report(specs, dataset, qids, allow_overlap=request.allow_overlap)
+    held_out, notes = held_out_overlap(specs, dataset, qids, allow_overlap=request.allow_overlap)
     for note in notes:
         sink(LogMessage("warning", note))
     starts = question_starts(dataset, qids, dataset.eval)

@@ -89,7 +89,7 @@ def run_split(run: Path) -> str:
     return f"--set data.split_seed={data['split_seed']} --set data.eval_fraction={data['eval_fraction']}"
 
 
-def held_out_report(
+def held_out_overlap(
     specs: Sequence[Any], dataset: Dataset, eval_question_ids: Sequence[str], *, allow_overlap: bool
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """({policy: what HeldOut.to_json says}, warnings) for every checkpoint among `specs`; raises a

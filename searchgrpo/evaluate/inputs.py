@@ -65,7 +65,7 @@ class EvalRequest:
     doc_budget: int | None = None
     """Episodes: documents per SEARCH round sent to the checker (default eval.episode_doc_budget)."""
 
-    def checked(self) -> EvalRequest:
+    def validated(self) -> EvalRequest:
         """This request, or one clear line (UserError) naming the option that is out of range."""
         for bad, option, expected in (
             (self.num_samples < 1, f"--samples {self.num_samples}", ">= 1"),
@@ -150,7 +150,7 @@ def report_path(cfg: Config, request: EvalRequest, kind: str = "eval") -> Path:
     return claim_output(default, EVAL_REPORT)
 
 
-def report_issues(issues: IssueLog, sink: EventSink, shown: int = 20) -> None:
+def warn_skipped_inputs(issues: IssueLog, sink: EventSink, shown: int = 20) -> None:
     """Each skipped input as a warning (the first `shown`), then how many were skipped in all."""
     for issue in issues.issues[:shown]:
         sink(LogMessage("warning", f"{'conflict' if issue.conflict else 'skipped'} {issue}"))

@@ -27,7 +27,7 @@ from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
 from searchgrpo.errors import UserError
 from searchgrpo.evaluate.clue_stats import clue_stats
-from searchgrpo.evaluate.held_out import held_out_report
+from searchgrpo.evaluate.held_out import held_out_overlap
 from searchgrpo.evaluate.inputs import (
     BASELINE,
     EvalRequest,
@@ -35,8 +35,8 @@ from searchgrpo.evaluate.inputs import (
     eval_dataset,
     eval_states,
     policy_specs,
-    report_issues,
     report_path,
+    warn_skipped_inputs,
 )
 from searchgrpo.evaluate.stats import compare_policies
 from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink, LogMessage
@@ -66,8 +66,8 @@ def run_round_eval(
     specs = policy_specs(request, cfg)
     dataset = eval_dataset(cfg, request)
     states = eval_states(dataset, request)
-    report_issues(dataset.issues, sink)
-    held_out, notes = held_out_report(
+    warn_skipped_inputs(dataset.issues, sink)
+    held_out, notes = held_out_overlap(
         specs, dataset, [s.question_id for s in states], allow_overlap=request.allow_overlap
     )
     for note in notes:
