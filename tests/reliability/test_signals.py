@@ -7,12 +7,14 @@ still ends with the checkpoint written and the lock released.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -40,7 +42,7 @@ class ConsoleInPty:
             stderr=slave,
             env=env,
             start_new_session=True,  # its own session, so that the pty becomes its controlling terminal
-            preexec_fn=lambda: __import__("fcntl").ioctl(0, __import__("termios").TIOCSCTTY, 0),
+            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
         )
         os.close(slave)
         self.master: int | None = master
@@ -89,8 +91,6 @@ def steps_written(run_dir: Path) -> int:
 
 def lock_released(run_dir: Path) -> bool:
     """The lock file names no holder (a clean release empties it) and nobody holds the flock."""
-    import fcntl
-
     path = run_dir / "run.lock"
     fd = os.open(path, os.O_RDWR)
     try:
