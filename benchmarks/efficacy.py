@@ -398,6 +398,13 @@ def main() -> None:
     eval_limit = args.eval_limit or (120 if args.quick else None)
     episode_limit = args.episode_limit or (40 if args.quick else None)
     heldout = args.heldout or [SHARED / "hotpotqa.jsonl"]
+    from searchgrpo.fileio import OutputKind, claim_output
+
+    # The results, reports and plot go into a new or empty folder, or one this benchmark wrote.
+    results_folder = OutputKind(
+        "efficacy results folder", "--out", folder=True, ours=lambda p: (p / "results.json").is_file(), reused=True
+    )
+    claim_output(args.out, results_folder)
     args.out.mkdir(parents=True, exist_ok=True)
     command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
     cfg = load_config(ROOT / "config.yaml", [*EXPERIMENT, f"train.max_steps={steps}", *args.overrides])

@@ -139,8 +139,8 @@ def long_prompt(tokenizer: Any, state: Any, others: list[Any], n: int, cfg: Any)
 
 def workload(spec: Spec, cfg: Any, tokenizer: Any) -> tuple[Any, list[list[Any]], list[list[list[int]]]]:
     """(dataset, states per step, prompt ids per step) for warmup + steps steps."""
-    from searchgrpo.episodes.world import load_dataset
     from searchgrpo.policy.sampling import encode_prompt
+    from searchgrpo.world import load_dataset
 
     ds = load_dataset(cfg)
     train = ds.train
@@ -191,10 +191,10 @@ def run_ours(spec: Spec) -> Outcome:
     from transformers import get_scheduler
 
     from searchgrpo.config import load_config
-    from searchgrpo.episodes.world import make_env
     from searchgrpo.policy.model import load_policy
     from searchgrpo.seeding import derive_seed
     from searchgrpo.train.step import grpo_step
+    from searchgrpo.world import make_env
 
     cfg = load_config(None, base_overrides(spec))
     policy = load_policy(cfg)
@@ -336,11 +336,11 @@ def run_trl(spec: Spec) -> Outcome:
     from trl import GRPOConfig, GRPOTrainer
 
     from searchgrpo.config import load_config
-    from searchgrpo.episodes.world import make_env
     from searchgrpo.policy.model import load_tokenizer, resolve_base
+    from searchgrpo.world import make_env
 
     cfg = load_config(None, base_overrides(spec))
-    base = resolve_base(cfg.model)
+    base = resolve_base(cfg)
     tokenizer = load_tokenizer(base.path)
     ds, states, prompts = workload(spec, cfg, tokenizer)
     env = make_env(cfg, ds)
@@ -794,9 +794,9 @@ def main() -> None:
         from searchgrpo.config import load_config
         from searchgrpo.policy.model import resolve_base
 
-        args.tokenizer = str(resolve_base(load_config(None, []).model).path)
+        args.tokenizer = str(resolve_base(load_config(None, [])).path)
     from searchgrpo.config import load_config
-    from searchgrpo.episodes.world import load_dataset
+    from searchgrpo.world import load_dataset
 
     load_dataset(load_config(None, []))  # build the demo world once, before the runs share it
     rounds = args.rounds or (3 if args.preset == "cpu" else 1)

@@ -13,8 +13,8 @@
 
 Every command takes `--config PATH` (default: ./config.yaml if present, else built-in defaults)
 and repeatable `--set section.key=value` overrides. Expected errors print one line and exit 2;
-set SEARCHGRPO_DEBUG=1 to see tracebacks. Heavy imports (torch, transformers) happen inside
-command bodies, so `searchgrpo --help` stays fast.
+set SEARCHGRPO_DEBUG=1 to see tracebacks (0, false, no and off mean off). Heavy imports (torch,
+transformers) happen inside command bodies, so `searchgrpo --help` stays fast.
 
 Text that comes from data, a server or a file name (questions, titles, paths, details) is printed
 as plain text: never read as rich markup (`Text`, `markup=False`), with control characters shown
@@ -31,7 +31,7 @@ from typing import Annotated
 import typer
 
 from searchgrpo.config import Config, ConfigError, describe, load_config
-from searchgrpo.errors import UserError, one_line, printable
+from searchgrpo.errors import MAX_ERROR_CHARS, UserError, debug_enabled, one_line, printable
 
 app = typer.Typer(
     name="searchgrpo",
@@ -45,6 +45,8 @@ app = typer.Typer(
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="YAML config (default: ./config.yaml if present).")
 ]
+MAX_PROCESSES = 1024
+"""Most data-parallel processes one `train --num-processes` launches (one per GPU of this machine)."""
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", "-s", help="Override a key: --set grpo.beta=0.0 (repeatable).")
 ]
@@ -103,6 +105,12 @@ def train(
     ] = False,
 ) -> None:
     """Train the Executor with GRPO + LoRA."""
+    from searchgrpo.config import TrainConfig, check_option
+
+    if epochs is not None:
+        check_option("--epochs", TrainConfig, "epochs", epochs)
+    if not 1 <= num_processes <= MAX_PROCESSES:
+        raise UserError(f"--num-processes {num_processes} is out of range: expected >= 1 and <= {MAX_PROCESSES}")
     if num_processes > 1 and "WORLD_SIZE" not in os.environ:
         from searchgrpo.runs import launch_data_parallel
 
@@ -111,7 +119,7 @@ def train(
 
     extra = (
         *(DEBUG_OVERRIDES if debug else ()),
-        *((f"train.epochs={epochs}",) if epochs else ()),
+        *((f"train.epochs={epochs}",) if epochs is not None else ()),
         *(("data.strict=true",) if strict else ()),
     )
     cfg, source, run_dir = load_run(config, overrides, extra, resume, run_dir)
@@ -172,15 +180,15 @@ def check(
     quiet_libraries()
     from rich.console import Console
 
-    from searchgrpo.check import CheckResult, run_checks
-    from searchgrpo.terminal import print_check_table
+    from searchgrpo.check import HealthCheck, run_health_checks
+    from searchgrpo.terminal import print_health_checks
 
     try:
         cfg, source = load(config, overrides)
-        results = run_checks(cfg, source, with_model=not no_model)
+        results = run_health_checks(cfg, source, with_model=not no_model)
     except ConfigError as exc:
-        results = [CheckResult("config", "FAIL", str(exc), "fix the key named in the message")]
-    print_check_table(Console(), results)
+        results = [HealthCheck("config", "FAIL", str(exc), "fix the key named in the message")]
+    print_health_checks(Console(), results)
     raise typer.Exit(1 if any(r.status == "FAIL" for r in results) else 0)
 
 
@@ -237,6 +245,13 @@ def evaluate(
     corpus: Annotated[Path | None, typer.Option(help="The corpus for --traces.")] = None,
     limit: Annotated[int | None, typer.Option(help="Score at most this many states (--episodes: questions).")] = None,
     output: Annotated[Path | None, typer.Option(help="The JSON report (default runs/evals/eval-<time>.json).")] = None,
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace an existing file at --output that is not an eval report.")
+    ] = False,
+    allow_overlap: Annotated[
+        bool,
+        typer.Option(help="Score a checkpoint even on questions its run trained on (recorded in the report)."),
+    ] = False,
     strict: Annotated[bool, typer.Option(help="Stop at the first malformed data file or line.")] = False,
     episodes: Annotated[
         bool, typer.Option("--episodes", help="Play whole multi-agent episodes per question instead of single rounds.")
@@ -264,6 +279,8 @@ def evaluate(
         baseline=baseline,
         checkpoints=[str(c) for c in checkpoint or []],
         output=str(output) if output else None,
+        overwrite=overwrite,
+        allow_overlap=allow_overlap,
         num_samples=samples,
         temperature=temperature,
         seed=seed,
@@ -274,7 +291,7 @@ def evaluate(
         episodes=episodes,
         max_rounds=max_rounds,
         doc_budget=doc_budget,
-    ).checked()
+    ).validated()
     cfg, _ = load(config, overrides, ("data.strict=true",) if strict else ())
     console = Console()
     with eval_progress(console) as sink:
@@ -309,7 +326,12 @@ def merge(
 
     cfg, _ = load(config, overrides)
     request = MergeRequest(
-        [str(c) for c in checkpoint or []], str(run_dir) if run_dir else None, str(output_dir), overwrite, device, dtype
+        checkpoints=[str(c) for c in checkpoint or []],
+        output_dir=str(output_dir),
+        overwrite=overwrite,
+        run_dir=str(run_dir) if run_dir else None,
+        device=device,
+        dtype=dtype,
     )
     console = Console()
     finished: list[MergeFinished] = []
@@ -335,9 +357,11 @@ def collect(
 ) -> None:
     """Turn a question set into multi-agent traces with a baseline pass (the training data)."""
     from searchgrpo import runs
+    from searchgrpo.config import EvalConfig, check_option
 
-    if (limit is not None and limit < 1) or max_rounds < 1:
-        raise UserError("--limit and --max-rounds must be >= 1")
+    if limit is not None and limit < 1:
+        raise UserError(f"--limit {limit} is out of range: expected >= 1 (or leave it out)")
+    check_option("--max-rounds", EvalConfig, "episode_rounds", max_rounds)
     cfg, _ = load(
         config,
         overrides,
@@ -354,7 +378,7 @@ def collect(
         executor=executor,
         entity_manager=entity_manager,
     )
-    warnings, lines = result.report()
+    warnings, lines = result.summary_lines()
     for line in warnings:
         typer.echo(f"warning: {printable(line)}", err=True)
     for line in lines:
@@ -405,18 +429,19 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        if os.environ.get("SEARCHGRPO_DEBUG"):
+        if debug_enabled():
             raise
-        typer.secho(f"error: {scrub(one_line(exc))}", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {scrub(one_line(scrub(str(exc)), MAX_ERROR_CHARS))}", fg=typer.colors.RED, err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.secho("aborted", fg=typer.colors.RED, err=True)
         sys.exit(130)
     except Exception as exc:
-        if os.environ.get("SEARCHGRPO_DEBUG"):
+        if debug_enabled():
             raise
         typer.secho(
-            f"error: {type(exc).__name__}: {scrub(one_line(exc, 500))} (set SEARCHGRPO_DEBUG=1 for the traceback)",
+            f"error: {type(exc).__name__}: {scrub(one_line(scrub(str(exc)), 500))} "
+            "(set SEARCHGRPO_DEBUG=1 for the traceback)",
             fg=typer.colors.RED,
             err=True,
         )

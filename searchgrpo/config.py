@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import functools
 import inspect
 import itertools
@@ -33,8 +34,8 @@ from typing import Any, Literal
 
 import yaml
 
-from searchgrpo.errors import UserError
-from searchgrpo.yaml_safe import safe_yaml
+from searchgrpo.errors import UserError, one_line
+from searchgrpo.yaml_safe import RefusedYAML, safe_yaml
 
 
 class ConfigError(UserError):
@@ -45,18 +46,18 @@ class ConfigError(UserError):
 
 
 @dataclass(frozen=True)
-class Check:
+class RangeCheck:
     """A range check on a field value, with the words used when it fails."""
 
     ok: Callable[[Any], bool]
     expected: str
-    show: Callable[[Any], str] = repr
+    show: Callable[[Any], str] = lambda value: shown(value)
     """How a bad value is quoted in the error (a URL's credentials are masked)."""
 
 
-def checked(default: Any, ok: Callable[[Any], bool], expected: str, show: Callable[[Any], str] = repr) -> Any:
+def checked(default: Any, ok: Callable[[Any], bool], expected: str, show: Callable[[Any], str] | None = None) -> Any:
     """A dataclass field with a default (a list default is copied for each instance) and a range check."""
-    metadata = {"check": Check(ok, expected, show)}
+    metadata = {"check": RangeCheck(ok, expected, show) if show else RangeCheck(ok, expected)}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -135,10 +136,6 @@ class ModelConfig:
 
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     """The attention kernel transformers uses."""
-
-    cache_dir: str | None = None
-    """Where converted models, the demo world and search indexes are cached. Default:
-    $SEARCHGRPO_HOME, else ~/.cache/searchgrpo."""
 
 
 @dataclass(frozen=True)
@@ -366,7 +363,11 @@ class TrainConfig:
     output_dir: str = "runs"
     """Runs are written to {output_dir}/{run_name}/."""
 
-    run_name: str | None = None
+    run_name: str | None = checked(
+        None,
+        lambda v: v is None or (v.strip() == v and v not in ("", ".", "..") and not any(c in v for c in "/\\\0")),
+        "a folder name (not '.' or '..', no '/' or '\\'; the run goes to {output_dir}/{run_name})",
+    )
     """The run's folder name (null: a timestamp). `--resume` continues the named run."""
 
     refresh_states_every: int = non_negative(0)
@@ -400,6 +401,10 @@ class TrainConfig:
 
     tracker_project: str = "searchgrpo"
     """The project (W&B, trackio) or experiment (MLflow) the trackers log runs under."""
+
+    tracker_timeout_s: float = positive(30.0)
+    """Longest a tracker may take to start, log one step or close, in seconds; a tracker that takes
+    longer (a server that does not answer) is switched off with a warning and training goes on."""
 
 
 @dataclass(frozen=True)
@@ -488,7 +493,7 @@ class CheckerConfig:
         lambda v: v == "embedded" or (v.startswith(("http://", "https://")) and not _has_credentials(v)),
         "'embedded' or an http(s):// URL without credentials (the API key comes from the environment: "
         "checker.api_key_env)",
-        show=lambda v: repr(_masked(v)),
+        show=lambda v: shown(_masked(v)),
     )
     """`embedded`: start llama.cpp (xllamacpp) on 127.0.0.1 with `gguf` for the run; otherwise
     the base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 for vLLM."""
@@ -572,6 +577,16 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class PathsConfig:
+    """Where searchgrpo keeps what it builds once and reuses (runs go to train.output_dir)."""
+
+    cache_root: str | None = None
+    """The cache root: converted models, the tiny model, demo worlds, search indexes, collected
+    question sets and the LLM checker's verdicts. Null: $SEARCHGRPO_HOME, else ~/.cache/searchgrpo.
+    (Formerly `model.cache_dir`, still accepted.)"""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration of a searchgrpo run."""
 
@@ -593,6 +608,8 @@ class Config:
     """The frozen DocumentChecker."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Evaluation metrics and the episode mode."""
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    """The cache root."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -645,6 +662,25 @@ def describe(cfg: Config) -> list[tuple[str, Any, str]]:
 
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_OTHER_NUMBER = re.compile(r"[-+]?(0[xXoObB][0-9a-fA-F_]+|[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9]*)?|[0-9]+(_[0-9]+)+)")
+"""Numbers YAML 1.1 reads in another base (hex, octal, sexagesimal `1:30`) or with `_`: refused as
+numbers, so that a value always means what it says."""
+SHOWN_CHARS = 200
+"""Longest value quoted in an error (a 20 MB value gives a line of a few hundred characters)."""
+
+
+def shown(value: Any) -> str:
+    r"""`value` as an error quotes it: Python's `ascii()`, so that look-alikes differ visibly (the
+    Cyrillic letter a is `\u0430`, a zero-width space `\u200b`, NFD `e\u0301` against NFC `\xe9`),
+    cut to SHOWN_CHARS with the full length said.
+
+    >>> print(shown("d\u0430po"), shown("x" * 500)[-24:])
+    'd\u0430po' xxxxxx… (502 characters)
+    """
+    text = ascii(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 1]}… ({len(text)} characters)"
+
+
 NULL_WORDS = ("None", "none")
 """Spellings read as null for a key that may be null, besides YAML's own `null` and `~`."""
 
@@ -660,13 +696,37 @@ def _type_name(tp: Any) -> str:
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
 
 
+def shown_key(key: str) -> str:
+    """A dotted key as an error names it: as is when plain ASCII, else escaped (`ascii()`), so that
+    a look-alike of a real key shows its difference."""
+    return key if key.isascii() and key.isprintable() else ascii(key)[1:-1]
+
+
+def _hint(value: Any, tp: Any, key: str) -> str:
+    """What to do about a value of the wrong type, where the fix is not obvious."""
+    wants = set(typing.get_args(tp)) if typing.get_origin(tp) in (typing.Union, types.UnionType) else {tp}
+    if str in wants and isinstance(value, (bool, int, float)):
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        name = key.rsplit(".", 1)[-1]
+        return f' (to give {text} as text, quote it: {name}: "{text}" in YAML, or --set \'{key}="{text}"\')'
+    if wants & {int, float} and isinstance(value, str) and _OTHER_NUMBER.fullmatch(value.strip()):
+        return " (numbers are read as written, in decimal: hex, octal, 1:30 and 1_000 forms are not numbers here)"
+    return ""
+
+
 def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
     """Check `value` against the annotation `tp`, converting only where it is lossless."""
     origin = typing.get_origin(tp)
-    bad = ConfigError(f"{source}: {key} = {value!r} is not valid: expected {_type_name(tp)}")
+
+    def bad() -> ConfigError:
+        return ConfigError(
+            f"{source}: {shown_key(key)} = {shown(value)} is not valid: expected {_type_name(tp)}"
+            f"{_hint(value, tp, key)}"
+        )
+
     if origin is Literal:
         if value not in typing.get_args(tp):
-            raise bad
+            raise bad()
         return value
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
@@ -679,49 +739,60 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
                 return _coerce(value, arg, key, source)
             except ConfigError:
                 continue
-        raise bad
+        raise bad()
     if origin is list:
         (item,) = typing.get_args(tp)
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, (list, tuple)):
-            raise bad
+            raise bad()
         return [_coerce(v, item, f"{key}[{i}]", source) for i, v in enumerate(value)]
     if tp is bool:
         if not isinstance(value, bool):
-            raise bad
+            raise bad()
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise bad
+            raise bad()
         return value
     if tp is float:
         # YAML 1.1 reads "1e-5" (no dot) as a string; accept any plain number spelling.
         number = float(value) if isinstance(value, str) and _NUMBER.fullmatch(value.strip()) else value
         if isinstance(number, bool) or not isinstance(number, (int, float)):
-            raise bad
+            raise bad()
         try:
             number = float(number)
         except OverflowError:  # an integer too large for a float
             number = math.inf
         if not math.isfinite(number):
-            raise ConfigError(f"{source}: {key} = {value!r} is not valid: expected a finite number")
+            raise ConfigError(f"{source}: {shown_key(key)} = {shown(value)} is not valid: expected a finite number")
         return number
     if tp is str:
         if not isinstance(value, str):
-            raise bad
+            raise bad()
         return value
     raise TypeError(f"unsupported config annotation {tp!r} for {key}")
 
 
 def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: {prefix.rstrip('.') or 'the file'} must be a mapping of keys to values")
+        section = prefix.rstrip(".")
+        if section:
+            raise ConfigError(
+                f"{source}: {shown_key(section)} must be a mapping of keys to values, not {shown(data)} "
+                f"(it is a section: set its keys, e.g. --set {shown_key(section)}.KEY=VALUE)"
+            )
+        raise ConfigError(f"{source}: the file must be a mapping of keys to values")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = [k for k in data if k not in fields]
     if unknown:
-        raise ConfigError(f"{source}: unknown key '{prefix}{unknown[0]}' (expected one of: {', '.join(fields)})")
+        near = difflib.get_close_matches(str(unknown[0]), list(fields), n=1)
+        did_you_mean = f"; did you mean '{prefix}{near[0]}'?" if near else ""
+        raise ConfigError(
+            f"{source}: unknown key '{shown_key(prefix + str(unknown[0]))}'{did_you_mean} "
+            f"(expected one of: {', '.join(fields)})"
+        )
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
         key = prefix + name
@@ -730,9 +801,11 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
             kwargs[name] = _build(tp, value if value is not None else {}, key + ".", source)
             continue
         value = _coerce(value, tp, key, source)
-        check: Check | None = fields[name].metadata.get("check")
+        check: RangeCheck | None = fields[name].metadata.get("check")
         if check is not None and value is not None and not check.ok(value):
-            raise ConfigError(f"{source}: {key} = {check.show(value)} is out of range: expected {check.expected}")
+            raise ConfigError(
+                f"{source}: {shown_key(key)} = {check.show(value)} is out of range: expected {check.expected}"
+            )
         kwargs[name] = value
     return cls(**kwargs)
 
@@ -744,37 +817,54 @@ def _cross_checks(cfg: Config, source: str) -> None:
         raise ConfigError(f"{source}: model.load_in_4bit = true needs CUDA, but model.device = 'cpu'")
 
 
-RENAMED_KEYS = {("data", "checkpoints"): "traces"}
-"""Keys that were renamed: (section, old key) -> new key. The old name is still read."""
+RENAMED_KEYS = {("data", "checkpoints"): ("data", "traces"), ("model", "cache_dir"): ("paths", "cache_root")}
+"""Keys that were renamed or moved: (section, old key) -> (section, new key). The old name is still
+read; where both are given, the new one wins."""
 
 
-def _renamed(data: Mapping[str, Any]) -> dict[str, Any]:
+def upgrade_keys(data: Mapping[str, Any]) -> dict[str, Any]:
+    """`data` (a parsed config) with renamed keys under their current names."""
     out = dict(data)
-    for (section, old), new in RENAMED_KEYS.items():
+    for (section, old), (new_section, new) in RENAMED_KEYS.items():
         part = out.get(section)
         if isinstance(part, Mapping) and old in part:
             part = dict(part)
             value = part.pop(old)
-            part.setdefault(new, value)
             out[section] = part
+            target = out.get(new_section)
+            if target is None or isinstance(target, Mapping):
+                out[new_section] = {new: value, **(target or {})}
     return out
 
 
 def from_dict(data: Mapping[str, Any] | None, source: str = "<config>") -> Config:
     """Build and validate a Config from plain data (a parsed YAML document)."""
-    cfg = _build(Config, _renamed(data or {}), "", source)
+    cfg = _build(Config, upgrade_keys(data or {}), "", source)
     _cross_checks(cfg, source)
     return cfg
 
 
 def parse_dotted(pairs: Sequence[tuple[str, Any]] | Any) -> dict[str, Any]:
-    """[("grpo.beta", 0.0)] -> {"grpo": {"beta": 0.0}}."""
+    """[("grpo.beta", 0.0)] -> {"grpo": {"beta": 0.0}}. A key given both a value and keys of its own
+    (`--set grpo=1 --set grpo.beta=0`) is one clear ConfigError."""
     nested: dict[str, Any] = {}
     for key, value in pairs:
         parts = key.split(".")
         node = nested
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                whole = ".".join(parts[: i + 1])
+                raise ConfigError(
+                    f"--set {shown_key(whole)}={shown(child)} and --set {shown_key(key)}=...: {shown_key(whole)} "
+                    f"cannot be a value and a section at once; set its keys only (e.g. --set {shown_key(key)}=...)"
+                )
+            node = child
+        if isinstance(node.get(parts[-1]), dict) and not isinstance(value, dict):
+            raise ConfigError(
+                f"--set {shown_key(key)}={shown(value)}: {shown_key(key)} is a section already given keys "
+                f"(--set {shown_key(key)}.KEY=...); it cannot also be a value"
+            )
         node[parts[-1]] = value
     return nested
 
@@ -784,13 +874,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or any(not p for p in key.split(".")):
-        raise ConfigError(f"--set {text!r}: expected section.key=value, for example --set grpo.beta=0.0")
+        raise ConfigError(f"--set {shown(text)}: expected section.key=value, for example --set grpo.beta=0.0")
     try:
         value = safe_yaml(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        if "billion laughs" in str(exc):
-            raise ConfigError(f"--set {key}: {exc}") from None
-        value = raw
+    except RefusedYAML as exc:
+        raise ConfigError(f"--set {shown_key(key)}: {one_line(exc, SHOWN_CHARS)}") from None
+    except yaml.YAMLError:
+        value = raw  # not YAML: the text as it is
     return key, value
 
 
@@ -818,7 +908,7 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[
             loaded = safe_yaml(p.read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(f"{p}: not valid YAML ({first})") from None
+            raise ConfigError(f"{p}: not valid YAML ({one_line(first, 2 * SHOWN_CHARS)})") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{p}: the top level must be a mapping of sections")
         data = loaded or {}
@@ -833,10 +923,19 @@ def to_yaml(cfg: Config) -> str:
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
 
 
-def home_dir(model: ModelConfig | None = None) -> Path:
-    """The cache root: model.cache_dir, else $SEARCHGRPO_HOME, else ~/.cache/searchgrpo."""
-    if model is not None and model.cache_dir:
-        return Path(model.cache_dir).expanduser()
+def check_option(option: str, section: type, key: str, value: Any) -> Any:
+    """`value` of a command-line option that sets what the config key `section.key` sets, checked
+    against that key's range; else one line naming the option and the bound (ConfigError)."""
+    check: RangeCheck | None = {f.name: f for f in dataclasses.fields(section)}[key].metadata.get("check")
+    if check is not None and not check.ok(value):
+        raise ConfigError(f"{option} {check.show(value)} is out of range: expected {check.expected}")
+    return value
+
+
+def cache_root(cfg: Config | None = None) -> Path:
+    """The cache root: paths.cache_root, else $SEARCHGRPO_HOME, else ~/.cache/searchgrpo."""
+    if cfg is not None and cfg.paths.cache_root:
+        return Path(cfg.paths.cache_root).expanduser()
     env = os.environ.get("SEARCHGRPO_HOME")
     if env:
         return Path(env).expanduser()

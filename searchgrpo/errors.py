@@ -6,22 +6,44 @@
 
 from __future__ import annotations
 
-import re
+import os
+import unicodedata
 from dataclasses import dataclass
 
-# C0 and C1 controls, DEL, and the bidirectional overrides: what a terminal may act on rather
-# than show (ESC starts colour and cursor sequences, CR overwrites a line, U+202E reverses it).
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""What a terminal may act on or hide rather than show: controls (ESC starts colour and cursor
+sequences, CR overwrites a line), format characters (the bidirectional overrides and isolates such
+as U+202E, which reverse what follows; zero-width spaces and joiners; the soft hyphen), lone
+surrogates, and the line and paragraph separators."""
 
 
-def printable(text: object) -> str:
-    r"""`text` with every control character shown as an escape (`\x1b`) instead of acted on: text
-    from data or from a server is printed through this, so it can never drive the terminal.
+def printable(text: object, *, keep: str = "") -> str:
+    r"""`text` with every character of UNPRINTABLE_CATEGORIES shown as an escape (`\x1b`,
+    `\u202e`) instead of acted on, except those in `keep` (the console keeps newlines in
+    multi-line panes). Text from data, servers and file names is printed through this, by the CLI
+    and the console alike, so it can never drive or hide part of the terminal.
 
     >>> printable("red\x1b[31m\rdone")
     'red\\x1b[31m\\rdone'
+    >>> printable("abc\u202edef\u200b")
+    'abc\\u202edef\\u200b'
     """
-    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], str(text))
+    s = str(text)
+    if s.isascii() and s.isprintable():
+        return s
+    return "".join(
+        repr(ch)[1:-1] if ch not in keep and unicodedata.category(ch) in UNPRINTABLE_CATEGORIES else ch for ch in s
+    )
+
+
+MAX_ERROR_CHARS = 800
+"""Longest error line the CLI prints (the values inside are cut shorter still)."""
+
+
+def debug_enabled() -> bool:
+    """Whether SEARCHGRPO_DEBUG asks for tracebacks: set to anything but empty, 0, false, no or off."""
+    value = os.environ.get("SEARCHGRPO_DEBUG", "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
 
 
 class UserError(Exception):
@@ -49,23 +71,30 @@ class DataIssue:
 
     path: str
     reason: str
+    conflict: bool = False
+    """Two inputs that cannot both be right (one id naming two questions or two documents, a round
+    listed twice): the data is ambiguous, not merely damaged, and `searchgrpo check` fails on it."""
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
 
 
 class IssueLog:
-    """Collects data issues; under `strict` the first one is raised instead."""
+    """Collects data issues (`record`); under `strict` the first one is raised instead."""
 
     def __init__(self, strict: bool = False) -> None:
         self.strict = strict
         self.issues: list[DataIssue] = []
 
-    def report(self, path: object, reason: str) -> None:
-        issue = DataIssue(str(path), reason)
+    def record(self, path: object, reason: str, *, conflict: bool = False) -> None:
+        issue = DataIssue(str(path), reason, conflict)
         if self.strict:
             raise DataError(f"{issue} (--strict stops at the first malformed input)")
         self.issues.append(issue)
 
     def __len__(self) -> int:
         return len(self.issues)
+
+    @property
+    def conflicts(self) -> list[DataIssue]:
+        return [i for i in self.issues if i.conflict]

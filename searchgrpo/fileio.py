@@ -11,19 +11,29 @@ another user wherever the umask allows it. Temporary names hold the writer's
 pid (`<name>.tmp-<pid>-<random>`), so that leftovers of a killed writer can be told from the
 temporaries of one still running (`remove_stale_temporaries(..., only_dead=True)`).
 `save_model_here` writes a transformers model's folder on any rank of a distributed job.
+
+`claim_output` is the one check every writer of a path the user named makes before any work: what
+is already there must be absent, or one of ours of the same kind (a file only with `--overwrite`
+when it is not), never a device, a FIFO, a symbolic link or a folder where a file goes.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from searchgrpo.errors import UserError, printable
 
 TMP_MARK = ".tmp-"
 
@@ -135,7 +145,9 @@ def atomic_dir(target: Path, *, overwrite: bool = False) -> Iterator[Path]:
                     os.fsync(fh.fileno())
             elif f.is_dir():
                 f.chmod(dir_mode)
-        if target.exists():
+        if target.is_dir() and not target.is_symlink() and not any(target.iterdir()):
+            os.replace(tmp, target)  # an empty folder is replaced in one rename (POSIX allows it)
+        elif target.exists():
             if not overwrite:
                 raise FileExistsError(f"{target} already exists")
             old = target.with_name(target.name + TMP_MARK + "old")
@@ -196,3 +208,159 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]
     return obj
+
+
+# --------------------------------------------------------------------------- claiming an output path
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """What a command writes at a path the user named, and how to tell one it wrote before."""
+
+    name: str
+    """In messages: "eval report", "merged model folder"."""
+    option: str
+    """The option that names the path (`--output`), so the message says what to change."""
+    folder: bool = False
+    """A folder (written whole, or into) rather than one file."""
+    ours: Callable[[Path], bool] | None = None
+    """Whether an existing file or non-empty folder is one of ours of this kind (None: never)."""
+    reused: bool = False
+    """Folders only: one of ours is written into again (collect resumes), not replaced, so it
+    needs no --overwrite."""
+
+
+def _file_type(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "a file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _writable_parent(path: Path, kind: OutputKind) -> None:
+    """The nearest existing ancestor of `path` must be a folder this process may create files in."""
+    shown = printable(path)
+    parent = path.parent
+    while not os.path.lexists(parent) and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{kind.option} {shown}: {printable(parent)} is not a folder; give a path inside a folder")
+    reason = unwritable_reason(parent)
+    if reason:
+        raise UserError(f"{kind.option} {shown}: cannot write there ({reason}); give a writable folder")
+
+
+def unwritable_reason(folder: Path) -> str:
+    """Why this process cannot create files in the existing `folder` ("Read-only file system",
+    "Permission denied"), or "" when it can."""
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "Read-only file system"
+    except OSError:
+        pass
+    return "" if os.access(folder, os.W_OK | os.X_OK) else "Permission denied"
+
+
+def claim_output(path: str | os.PathLike[str], kind: OutputKind, *, overwrite: bool = False) -> Path:
+    """`path`, once it is safe to write a `kind` there; else one line naming the path, what is in
+    the way and the fix (UserError). Call it before any work, so nothing is computed for nothing.
+
+    Refused always: a symbolic link (`/dev/stdout`, or one pointing anywhere else: its target is
+    not the path the user named), a device, a FIFO or a socket, a folder where a file goes and a
+    file where a folder goes, a folder that holds what is not ours, a parent that cannot be
+    written. An existing file that is not one of ours needs `overwrite`; so does a folder of ours
+    that is replaced (not one that is written into again, `kind.reused`).
+    """
+    p = Path(path).expanduser()
+    shown = printable(p)
+    if p.is_symlink():
+        raise UserError(
+            f"{kind.option} {shown}: is a symbolic link (to {printable(os.readlink(p))}); give the path of "
+            f"the {kind.name} itself"
+        )
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        _writable_parent(p, kind)
+        return p
+    except OSError as exc:  # ENOTDIR: a file where a folder of the path should be
+        raise UserError(f"{kind.option} {shown}: cannot be used ({exc.strerror or exc})") from None
+    what = _file_type(st.st_mode)
+    if kind.folder:
+        if not stat.S_ISDIR(st.st_mode):
+            raise UserError(f"{kind.option} {shown}: is {what}, not a folder; give the path of a folder")
+        if not any(p.iterdir()):
+            return p
+        if kind.ours is None or not kind.ours(p):
+            raise UserError(
+                f"{kind.option} {shown}: the folder holds files that are not a {kind.name}; give a new or empty folder"
+            )
+        if not kind.reused and not overwrite:
+            raise UserError(f"{kind.option} {shown}: a {kind.name} is already there; pass --overwrite to replace it")
+        reason = unwritable_reason(p)
+        if reason:
+            raise UserError(f"{kind.option} {shown}: cannot write there ({reason}); give a writable folder")
+        return p
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(
+            f"{kind.option} {shown}: is a folder; give the path of a file, for example {printable(p / 'report.json')}"
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"{kind.option} {shown}: is {what}, not a regular file; give the path of a new file")
+    if not overwrite and (kind.ours is None or not kind.ours(p)):
+        raise UserError(
+            f"{kind.option} {shown}: exists and is not a {kind.name}; pass --overwrite to replace it, "
+            "or give another path"
+        )
+    _writable_parent(p, kind)
+    return p
+
+
+def json_head_matches(path: Path, pattern: str, head_bytes: int = 4096) -> bool:
+    """Whether the first `head_bytes` of `path` match `pattern` (a regex over text): how a JSON
+    file we wrote with its format key first is recognised without reading it whole."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(head_bytes).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return re.search(pattern, head) is not None
+
+
+# --------------------------------------------------------------------------- the cache root
+
+CACHE_ROOT_FIX = "give a writable cache root: paths.cache_root, or the SEARCHGRPO_HOME environment variable"
+"""How to move what searchgrpo caches (converted models, demo worlds, indexes, verdicts)."""
+
+
+@contextmanager
+def writing_cache(target: Path, what: str) -> Iterator[None]:
+    """While inside, an OSError writing `what` at `target` under the cache root (read-only, no
+    permission, a full disk, a file in the way) becomes one line naming the path, the reason and
+    the settings that move the cache root."""
+    try:
+        yield
+    except OSError as exc:
+        where = printable(exc.filename) if getattr(exc, "filename", None) else printable(target)
+        reason = exc.strerror or type(exc).__name__
+        free = "free space there, or " if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+        raise UserError(f"{where}: cannot write the {what} ({reason}); {free}{CACHE_ROOT_FIX}") from None
+
+
+def writable_folder(folder: Path, fix: str) -> Path:
+    """`folder`, created if missing, once a probe file can be written in it; else one line naming
+    it, the reason and `fix`."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(f"{printable(folder)}: cannot write there ({exc.strerror or exc}); {fix}") from None
+    return folder

@@ -9,6 +9,7 @@ never held whole: memory stays within the cap whatever the file holds.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -42,6 +43,24 @@ def _lines(fh: BinaryIO, cap: int) -> Iterator[tuple[int, bytes | None, int]]:
         yield lineno, None, length
 
 
+def long_integer_reason() -> str:
+    """Why a JSON text whose integer Python refused to read (a ValueError that is no JSONDecodeError)
+    is skipped, in our words."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    return f"holds an integer of more than {limit} digits, too long to read"
+
+
+def decode_json_line(raw: bytes) -> object:
+    """One JSON value; a ValueError in our words for an integer Python will not read (over 4,300 digits)."""
+    text = raw.decode("utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        raise ValueError(long_integer_reason()) from None
+
+
 def read_records(
     path: Path, parse: Callable[[object], T], key: Callable[[T], str], what: str, issues: IssueLog
 ) -> list[T]:
@@ -55,26 +74,29 @@ def read_records(
         for lineno, raw, length in _lines(fh, MAX_LINE_BYTES):
             where = f"{path}:{lineno}"
             if raw is None:
-                issues.report(
+                issues.record(
                     where, f"line of {length / 2**20:.1f} MiB, above the {MAX_LINE_BYTES / 2**20:g} MiB limit; skipped"
                 )
                 continue
             if not raw.strip():
                 continue
             try:
-                record = parse(json.loads(raw.decode("utf-8")))
+                record = parse(decode_json_line(raw))
             except UnicodeDecodeError:
-                issues.report(where, "not valid UTF-8")
+                issues.record(where, "not valid UTF-8")
                 continue
             except json.JSONDecodeError as exc:
-                issues.report(where, f"invalid JSON ({exc.msg})")
+                issues.record(where, f"invalid JSON ({exc.msg})")
+                continue
+            except RecursionError:
+                issues.record(where, "JSON nested too deeply")
                 continue
             except ValueError as exc:
-                issues.report(where, str(exc))
+                issues.record(where, str(exc))
                 continue
             k = key(record)
             if k in seen:
-                issues.report(where, f"duplicate {what} {k!r} (the first one is kept)")
+                issues.record(where, f"duplicate {what} {k!r} (the first one is kept)")
                 continue
             seen.add(k)
             out.append(record)

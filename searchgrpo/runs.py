@@ -10,7 +10,7 @@ benchmarks all run them, and how runs are found on disk.
   registered secret reaches any of them.
 - `evaluate`, `merge`: the eval and merge jobs, with the libraries' chatter silenced.
 - `launch_data_parallel`: re-run a `searchgrpo train` command line under torchrun.
-- `stop_on_signals`: Ctrl-C / SIGTERM ask a run to stop with a checkpoint; a second one aborts.
+- `stop_on_signals`: Ctrl-C / SIGTERM / SIGHUP ask a run to stop with a checkpoint; a second one aborts.
 
 Heavy modules (torch, transformers) are imported inside the functions, so the console and
 `searchgrpo --help` start at once.
@@ -67,8 +67,10 @@ def quiet_libraries() -> None:
 
 
 def is_run(path: Path) -> bool:
-    """A run folder is one with the config.yaml the trainer writes at its start."""
-    return (path / "config.yaml").is_file()
+    """A run folder is one that holds our run markers (`run_lock.is_run_folder`)."""
+    from searchgrpo.train.run_lock import is_run_folder
+
+    return is_run_folder(path)
 
 
 def newest_run(output_dir: str | Path, *, with_checkpoints: bool = False) -> Path | None:
@@ -84,8 +86,9 @@ def newest_run(output_dir: str | Path, *, with_checkpoints: bool = False) -> Pat
 def find_run_to_resume(cfg: Config, run_dir: Path | None) -> Path:
     """`run_dir` if given, else `train.run_name`'s folder, else the newest run; one clear line if none."""
     if run_dir is not None:
-        if not is_run(run_dir):
-            raise UserError(f"{run_dir}: not a run folder (no config.yaml)")
+        from searchgrpo.train.run_lock import check_run_folder
+
+        check_run_folder(run_dir, resume=True)
         return run_dir
     out = Path(cfg.train.output_dir)
     if cfg.train.run_name:
@@ -145,6 +148,7 @@ def train(
 
     check_trackers(cfg.train)  # before the model loads: a missing tracker package is one line at once
     trainer = Trainer(cfg, control=control, run_dir=run_dir, resume=resume, allow_changes=allow_changes)
+    check_writable_run_folder(trainer.run_dir)
     jsonl, trackers = None, []
     trainer.sink = redacting(sink)
     if trainer.dist.is_main:  # one event log per job, and the trackers fed from the same events
@@ -168,6 +172,21 @@ def train(
         return TrainResult(summary)
     error = one_line(jsonl.error.strerror or jsonl.error) if jsonl.error else ""
     return TrainResult(summary, jsonl.dropped, error)
+
+
+def check_writable_run_folder(run_dir: Path) -> None:
+    """Before any weight loads: one line when the run folder (or the nearest folder above it that
+    exists) cannot be written, instead of failing once the model is loaded."""
+    from searchgrpo.fileio import unwritable_reason
+    from searchgrpo.train.run_lock import unwritable_run_folder
+
+    existing = run_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    reason = unwritable_reason(existing) if existing.is_dir() else ""
+    if reason:
+        where = reason if existing == run_dir else f"{reason}: {existing.resolve()}"
+        raise UserError(unwritable_run_folder(run_dir, where))
 
 
 def train_headless(
@@ -217,8 +236,9 @@ def newest_checkpoint_note(trainer: Any) -> str:
 
 @contextlib.contextmanager
 def stop_on_signals(control: TrainerControl, notify: Callable[[str], None]) -> Iterator[None]:
-    """While inside: SIGINT/SIGTERM ask the run to stop after this step with a checkpoint; a second
-    signal raises KeyboardInterrupt (no checkpoint for the step in progress)."""
+    """While inside: SIGINT, SIGTERM and SIGHUP (the terminal closed) ask the run to stop after this
+    step with a checkpoint; a second signal raises KeyboardInterrupt (no checkpoint for the step in
+    progress)."""
 
     def on_signal(signum: int, frame: Any) -> None:
         if control.stop.is_set():
@@ -226,7 +246,7 @@ def stop_on_signals(control: TrainerControl, notify: Callable[[str], None]) -> I
         control.stop.set()
         notify(f"{signal.Signals(signum).name}: stopping after this step with a checkpoint (again to abort)")
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
@@ -304,13 +324,14 @@ def collect(cfg: Config, questions: str, out: Path, **options: Any) -> Any:
 
 def demo_world(out: Path, *, questions: int, distractors: int, seed: int, top_k: int) -> Any:
     """Write a demo world of this size into the empty or new folder `out`; returns its paths."""
-    from searchgrpo.config import DemoConfig
-    from searchgrpo.episodes.world import build_demo
+    from searchgrpo.config import DemoConfig, EnvConfig, check_option
+    from searchgrpo.fileio import claim_output
     from searchgrpo.terminal import count_progress
+    from searchgrpo.world import DEMO_WORLD, build_demo
 
-    if questions < 1 or distractors < 0:
-        raise UserError("--questions must be >= 1 and --distractors >= 0")
-    if out.exists() and any(out.iterdir()):
-        raise UserError(f"{out}: folder exists and is not empty")
+    check_option("--questions", DemoConfig, "questions", questions)
+    check_option("--distractors", DemoConfig, "distractors", distractors)
+    check_option("--top-k", EnvConfig, "top_k", top_k)
+    out = claim_output(out, DEMO_WORLD)
     with count_progress("baseline multi-agent pass") as progress:
         return build_demo(out, DemoConfig(questions, seed, distractors), top_k=top_k, progress=progress)

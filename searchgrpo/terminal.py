@@ -222,8 +222,8 @@ def count_progress(label: str) -> Iterator[Callable[[int, int], None]]:
         yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
-def print_check_table(console: Any, results: list[Any]) -> None:
-    """`searchgrpo check`'s report: each check's status, detail and fix."""
+def print_health_checks(console: Any, results: list[Any]) -> None:
+    """`searchgrpo check`'s table: each health check's status, detail and fix."""
     from rich.table import Table
 
     table = Table(title="searchgrpo check")

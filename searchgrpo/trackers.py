@@ -11,8 +11,9 @@ otherwise.
 
 Metric names follow TRL's GRPOTrainer where it logs the same quantity (`tracker_metrics`), with
 the `train/` and `eval/` prefixes that transformers' tracker callbacks add, so a searchgrpo run
-and a TRL run overlay in the same dashboard. A tracker that fails while logging is switched
-off with one warning; training goes on.
+and a TRL run overlay in the same dashboard. A tracker that fails while logging, or does not answer
+within `train.tracker_timeout_s` (an MLflow server at a closed port retries for minutes), is
+switched off with one warning; training goes on.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import dataclasses
 import math
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -108,44 +110,86 @@ def open_trackers(train: TrainConfig, run_dir: Path, notify: EventSink) -> list[
         "mlflow": MlflowTracker,
         "trackio": TrackioTracker,
     }
-    return [TrackerSink(kinds[name](train, run_dir), notify) for name in train.report_to]
+    return [TrackerSink(kinds[name](train, run_dir), notify, train.tracker_timeout_s) for name in train.report_to]
+
+
+class TrackerTimeout(Exception):
+    """A tracker call did not return within its deadline (`train.tracker_timeout_s`)."""
+
+
+GOES_ON = "training goes on; events.jsonl keeps every metric"
 
 
 class TrackerSink:
     """An EventSink for one tracker: collects the step's groups, hands each step's and eval's
-    metrics to the tracker, and closes it. Never raises: a failing tracker is switched off with
-    one warning sent to `notify`."""
+    metrics to the tracker, and closes it. Never raises and never stalls training: each call to
+    the tracker runs in a daemon thread and is given `deadline_s` (a tracker whose server is
+    unreachable retries for minutes); one that fails or is late is switched off with one warning
+    sent to `notify`, in our words when it cannot write its records or does not answer."""
 
-    def __init__(self, tracker: Tracker, notify: EventSink) -> None:
-        self.tracker, self.notify = tracker, notify
+    def __init__(self, tracker: Tracker, notify: EventSink, deadline_s: float = 30.0) -> None:
+        self.tracker, self.notify, self.deadline_s = tracker, notify, deadline_s
         self.error = ""
         self._groups: list[GroupScored] = []
         self._failed = False
+        self._late = False
+
+    def _call(self, fn: Any, *args: Any) -> None:
+        """`fn(*args)` in a daemon thread, waited for at most `deadline_s` (TrackerTimeout after)."""
+        done, errors = threading.Event(), []
+
+        def run() -> None:
+            try:
+                fn(*args)
+            except BaseException as exc:  # handed to the caller's thread
+                errors.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name=f"tracker-{self.tracker.name}", daemon=True).start()
+        if not done.wait(self.deadline_s):
+            self._late = True
+            raise TrackerTimeout(f"no answer within {self.deadline_s:g} s (train.tracker_timeout_s)")
+        if errors:
+            raise errors[0]
 
     def __call__(self, event: Any) -> None:
         if self.error:
             return
         try:
             if isinstance(event, RunStarted):
-                self.tracker.start(event)
+                self._call(self.tracker.start, event)
             elif isinstance(event, GroupScored):
                 self._groups.append(event)
             elif isinstance(event, (StepFinished, EvalFinished)):
                 metrics = tracker_metrics(event, self._groups)
-                self.tracker.log(metrics, event.step, self._groups if isinstance(event, StepFinished) else [])
+                groups = self._groups if isinstance(event, StepFinished) else []
+                self._call(self.tracker.log, metrics, event.step, groups)
                 if isinstance(event, StepFinished):
                     self._groups = []
             elif isinstance(event, RunFailed):
                 self._failed = True
         except Exception as exc:  # a tracker must never stop training
-            self.error = f"{type(exc).__name__}: {one_line(exc)}"
+            self.error = tracker_failure(exc)
             self.notify(LogMessage("warning", f"{self.tracker.name}: stopped logging ({self.error})"))
 
     def close(self) -> None:
+        if self._late:
+            return  # its last call may still be waiting on the server: closing would wait as long
         try:
-            self.tracker.close(self._failed or bool(self.error))
+            self._call(self.tracker.close, self._failed or bool(self.error))
         except Exception as exc:
-            self.notify(LogMessage("warning", f"{self.tracker.name}: could not close ({type(exc).__name__}: {exc})"))
+            self.notify(LogMessage("warning", f"{self.tracker.name}: could not close ({tracker_failure(exc)})"))
+
+
+def tracker_failure(exc: BaseException) -> str:
+    """Why a tracker stopped, in our words where the library's would not say what to do."""
+    if isinstance(exc, TrackerTimeout):
+        return f"{exc}; is its server up? {GOES_ON}"
+    if isinstance(exc, OSError) and exc.strerror and exc.errno is not None:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"cannot write its records ({exc.strerror}{where}); {GOES_ON}"
+    return f"{type(exc).__name__}: {one_line(exc, 300)}"
 
 
 class Tracker:

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from searchgrpo.config import EnvConfig, home_dir
+from searchgrpo.config import EnvConfig, cache_root
 from searchgrpo.data.corpus import Corpus, Document, load_corpus, write_corpus
 from searchgrpo.data.demo_world import generate_corpus, generate_world
-from searchgrpo.episodes.world import load_dataset, make_retriever
 from searchgrpo.retrieval.bm25_index import BM25Params, build_index, load_index, top_k_indices
 from searchgrpo.retrieval.search import (
     BACKENDS,
@@ -23,6 +22,7 @@ from searchgrpo.retrieval.search import (
     search_for_corpus,
     tokenize,
 )
+from searchgrpo.world import load_dataset, make_retriever
 
 
 def random_corpus(seed: int, n_docs: int, vocab_size: int) -> list[list[str]]:
@@ -279,7 +279,7 @@ def test_backend_is_chosen_by_the_config(tiny_cfg):
     ds = load_dataset(tiny_cfg)
     fast = make_retriever(tiny_cfg, ds)
     assert isinstance(fast, SparseBM25Search)
-    assert index_path(home_dir(tiny_cfg.model) / "indexes", ds.corpus).is_file()
+    assert index_path(cache_root(tiny_cfg) / "indexes", ds.corpus).is_file()
     ref = make_retriever(tiny_cfg.replace(**{"env.search_backend": "rank_bm25"}), ds)
     assert isinstance(ref, BM25Search)
     assert search_for_corpus(ds.corpus, "sparse") is fast

@@ -3,8 +3,8 @@
 from searchgrpo.config import DemoConfig
 from searchgrpo.data.demo_world import generate_corpus, generate_world
 from searchgrpo.data.states import load_states
-from searchgrpo.episodes.world import build_demo
 from searchgrpo.retrieval.search import tokenize
+from searchgrpo.world import build_demo
 
 
 def test_world_is_deterministic_and_sized():

@@ -99,6 +99,6 @@ def test_failed_parity_leaves_no_output(trained, tmp_path, monkeypatch):
 
 def test_base_name_and_step_come_from_the_checkpoint(trained):
     cfg, run_dir = trained
-    assert resolve_base(cfg.model).name == "tiny"
+    assert resolve_base(cfg).name == "tiny"
     jobs = merge_mod.plan(cfg, MergeRequest(run_dir=str(run_dir), output_dir="x"), "Qwen3-8B")
     assert [str(j.output) for j in jobs] == ["x/Qwen3-8B-grpo-step1", "x/Qwen3-8B-grpo-step2"]

@@ -11,7 +11,8 @@ not one per event. Widgets are never touched from a worker.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from textual import on, work
@@ -111,6 +112,12 @@ class ConsoleApp(App[int]):
         self.control: TrainerControl | None = None
         self._quit_when_stopped = False
         self._bindings_state: tuple[str, str] = ("", "")
+        self.handle_stop_signals = False
+        """SIGTERM and SIGHUP stop the run with a checkpoint and quit (`tui.signals`); set by
+        `searchgrpo tui`, not by tests that run the app inside pytest."""
+        self._remove_signal_handlers: Callable[[], None] | None = None
+        self.training_done: threading.Event | None = None
+        """Set when the training thread of the latest run has returned (its checkpoint written)."""
 
     # ------------------------------------------------------------------ layout
 
@@ -130,6 +137,10 @@ class ConsoleApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.handle_stop_signals:
+            from tui.signals import install
+
+            self._remove_signal_handlers = install(self)
         self.sub_title = {
             "live": "training console",
             "attach": f"attached to {self.events_path}",
@@ -232,12 +243,13 @@ class ConsoleApp(App[int]):
         if self.source != "live" or self.model.run.active:
             return
         self.control = TrainerControl()
+        self.training_done = threading.Event()
         if self.model.run.info is not None:  # a run ended here before: this one starts afresh
             self.model.run.clear()
         self.model.run.status = "starting"
         self.model.run.version += 1
         self.model.note("info", f"starting training ({self.config_source})")
-        self._train(self.control)
+        self._train(self.control, self.training_done)
 
     def action_pause(self) -> None:
         if self.control is None or not self.model.run.active:
@@ -287,10 +299,17 @@ class ConsoleApp(App[int]):
     def exit_code_for_run(self) -> int:
         return 1 if self.model.run.status == "failed" else 0
 
+    def stop_and_quit(self) -> None:
+        """Stop the run after this step with a checkpoint, then quit (a confirmed `q`; SIGTERM, SIGHUP)."""
+        self._quit_when_stopped = True
+        self.action_stop()
+
     def on_unmount(self) -> None:
         # A thread cannot be killed: ask the trainer to end, or the process would wait for it.
         if self.control is not None:
             self.control.stop.set()
+        if self._remove_signal_handlers is not None:
+            self._remove_signal_handlers()
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -309,8 +328,11 @@ class ConsoleApp(App[int]):
     # ------------------------------------------------------------------ workers
 
     @work(thread=True, exclusive=True, group="train", exit_on_error=False, description="training")
-    def _train(self, control: TrainerControl) -> None:
-        self.backend.train(self.cfg, TrainRequest(self.run_dir, self.resume), self.inbox.put, control)
+    def _train(self, control: TrainerControl, done: threading.Event) -> None:
+        try:
+            self.backend.train(self.cfg, TrainRequest(self.run_dir, self.resume), self.inbox.put, control)
+        finally:
+            done.set()
 
     @work(thread=True, exclusive=True, group="source", exit_on_error=False, description="events file")
     def _follow(self, path: Path, follow: bool) -> None:

@@ -3,22 +3,37 @@ results out.
 
 The console never calls `searchgrpo.runs` (or anything that imports torch) itself: it holds a
 `Backend`. `CoreBackend` is the real one and imports the core lazily, inside each call, so the
-console opens at once; tests give the app a scripted backend with the same methods. Requests and
-results are small dataclasses of plain data. Each method runs in a worker thread, sends core
-events to `sink` while it works, and returns a typed result (the job panes post it to themselves
-as a message, see `tui.screens.job_pane`).
+console opens at once; tests give the app a scripted backend with the same methods. The eval and
+merge requests are the core's own (`searchgrpo.evaluate.inputs.EvalRequest`,
+`searchgrpo.export.merge.MergeRequest`: neither module imports torch), so the console and the CLI
+ask for the same thing in the same words; results are small dataclasses of plain data. Each method
+runs in a worker thread, sends core events to `sink` while it works, and returns a typed result
+(the job panes post it to themselves as a message, see `tui.screens.job_pane`).
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from searchgrpo.config import Config
+from searchgrpo.evaluate.inputs import EvalRequest
 from searchgrpo.events import EventSink
+from searchgrpo.export.merge import MergeRequest
 from searchgrpo.train.control import TrainerControl
+
+__all__ = [
+    "Backend",
+    "CoreBackend",
+    "EvalDone",
+    "EvalRequest",
+    "MergeDone",
+    "MergeRefused",
+    "MergeRequest",
+    "TrainRequest",
+]
 
 
 @dataclass(frozen=True)
@@ -27,30 +42,6 @@ class TrainRequest:
 
     run_dir: Path | None = None
     resume: bool = False
-
-
-@dataclass(frozen=True)
-class EvalRequest:
-    """Score the baseline and/or checkpoints on the eval split (the fields of the core's EvalRequest
-    that the console sets)."""
-
-    baseline: bool = True
-    checkpoints: list[str] = field(default_factory=list)
-    num_samples: int = 1
-    limit: int | None = None
-    episodes: bool = False
-    """Whole multi-agent episodes per question instead of single SEARCH rounds."""
-    max_rounds: int | None = None
-    """Episodes: rounds per episode (None: eval.episode_rounds)."""
-
-
-@dataclass(frozen=True)
-class MergeRequest:
-    """Merge these checkpoints into full models under `output_dir`."""
-
-    checkpoints: list[str]
-    output_dir: str
-    overwrite: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,30 +97,17 @@ class CoreBackend:
 
     def evaluate(self, cfg: Config, request: EvalRequest, sink: EventSink, stop: threading.Event) -> EvalDone:
         from searchgrpo import runs
-        from searchgrpo.evaluate.inputs import EvalRequest as CoreEvalRequest
 
-        core = CoreEvalRequest(
-            baseline=request.baseline,
-            checkpoints=list(request.checkpoints),
-            num_samples=request.num_samples,
-            limit=request.limit,
-            episodes=request.episodes,
-            max_rounds=request.max_rounds,
-        )
-        return EvalDone(str(runs.evaluate(cfg, core, sink, stop)))
+        return EvalDone(str(runs.evaluate(cfg, request, sink, stop)))
 
     def merge(
         self, cfg: Config, request: MergeRequest, sink: EventSink, stop: threading.Event
     ) -> MergeDone | MergeRefused:
         from searchgrpo import runs
-        from searchgrpo.export.merge import MergeRequest as CoreMergeRequest
         from searchgrpo.export.merge import OutputExists
 
-        core = CoreMergeRequest(
-            checkpoints=list(request.checkpoints), output_dir=request.output_dir, overwrite=request.overwrite
-        )
         try:
-            return MergeDone([str(p) for p in runs.merge(cfg, core, sink, stop)])
+            return MergeDone([str(p) for p in runs.merge(cfg, request, sink, stop)])
         except OutputExists as exc:
             return MergeRefused(list(exc.paths))
 

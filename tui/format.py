@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from searchgrpo.errors import printable as core_printable
+
 LABEL_STYLE = {"IMPORTANT": "bold green", "RELEVANT": "yellow", "IRRELEVANT": "red"}
 """The checker's verdicts, coloured the same everywhere."""
 STATUS_STYLE = {
@@ -74,23 +76,23 @@ def bar(done: int, total: int, width: int = 20) -> str:
     return f"{'█' * filled}{'░' * (width - filled)} {done}/{total}"
 
 
-_CONTROL = {c: "\N{REPLACEMENT CHARACTER}" for c in (*range(0, 32), *range(127, 160)) if c not in (9, 10)}
-
-
 def plain(value: Any) -> Any:
     """A string cell of a DataTable made literal: tables read strings as markup, and a path or an
     id from the data such as `data[/q]` would raise MarkupError and take the console down; control
-    characters are replaced (see `printable`). Anything else is returned unchanged."""
+    and format characters are escaped (see `printable`). Anything else is returned unchanged."""
     from rich.markup import escape
 
     return escape(printable(value, one_line=True)) if isinstance(value, str) else value
 
 
 def printable(text: str, one_line: bool = False) -> str:
-    """Model output made safe to draw: control characters (a sampled ESC would move the terminal's
-    cursor) become U+FFFD; with `one_line`, newlines and tabs become ⏎ and a space."""
-    text = text.translate(_CONTROL)
-    return text.replace("\n", "⏎").replace("\t", " ") if one_line else text
+    """Model output and data made safe to draw with the core's one sanitiser
+    (`searchgrpo.errors.printable`: a sampled ESC would move the terminal's cursor, U+202E would
+    reverse the line, a zero-width space would hide a difference), keeping newlines and tabs; with
+    `one_line`, newlines and tabs become ⏎ and a space first."""
+    if one_line:
+        return core_printable(text.replace("\n", "⏎").replace("\t", " "))
+    return core_printable(text, keep="\n\t")
 
 
 SMOOTHING = 0.8

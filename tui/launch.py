@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from searchgrpo.config import Config, load_config
-from searchgrpo.errors import UserError
+from searchgrpo.errors import UserError, one_line
 from tui.format import printable
 from tui.sources import events_file
 
@@ -48,17 +49,28 @@ def launch_console(
         raise UserError(f"{paths[0].parent}: no such run folder")
     path = paths[0]
     run_config = path.parent / "config.yaml"
+    notice = ""
     if run_config.is_file():
-        cfg, source = load_config(run_config), str(run_config)
+        try:
+            cfg, source = load_config(run_config), str(run_config)
+        except UserError as exc:  # a run written by another version of the config: its events still show
+            notice = (
+                f"{run_config}: not a config this version reads ({one_line(exc, 300)}); its events are shown, "
+                f"the Config tab shows {source} instead"
+            )
     app = ConsoleApp(
         cfg, source, source="attach" if attach else "replay", events_path=path, run_dir=path.parent, compare=paths[1:]
     )
+    if notice:
+        app.model.note("warning", notice)
     return run_console(app)
 
 
 def run_console(app: Any, **run_kwargs: Any) -> int:
-    """Run the app; its exit code: the one it chose, or 1 when it crashed (an exception that
-    Textual caught and printed: the process must not report success after it)."""
+    """Run the app (SIGTERM and SIGHUP stop its run with a checkpoint: `tui.signals`); its exit
+    code: the one it chose, or 1 when it crashed (an exception that Textual caught and printed: the
+    process must not report success after it)."""
+    app.handle_stop_signals = True
     code = app.run(**run_kwargs)
     if app.return_code:
         return app.return_code
@@ -71,8 +83,9 @@ def print_resume_hint(app: Any) -> None:
     if run.info is None or run.status == "completed":
         return
     run_id, run_dir = printable(run.info.run_id, one_line=True), printable(run.info.run_dir, one_line=True)
-    print(
-        f"run {run_id} {run.status} at step {run.step}/{run.total_steps}; continue it with:\n"
-        f"  searchgrpo tui --resume --run-dir {run_dir}",
-        file=sys.stderr,
-    )
+    with contextlib.suppress(OSError):  # the terminal hung up (SIGHUP): the run's checkpoint is what matters
+        print(
+            f"run {run_id} {run.status} at step {run.step}/{run.total_steps}; continue it with:\n"
+            f"  searchgrpo tui --resume --run-dir {run_dir}",
+            file=sys.stderr,
+        )

@@ -5,12 +5,14 @@ touches widgets. The file may hold anything: lines that are not JSON, JSON that 
 fields of the wrong type, names with control characters, a line of gigabytes. None of these
 stops the console. Bad lines are skipped and counted, and the count reaches the Log tab; a line
 longer than `MAX_LINE` is skipped as it streams past, never held whole. While attached, a file
-that stops growing before its run ended is reported as stalled (`SourceStalled`).
+that stops growing before its run ended is reported as stalled (`SourceStalled`), and one that
+is replaced (a new inode) or cut shorter is reported and no longer read.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -49,9 +51,11 @@ def events_file(path: str | Path) -> Path:
 class JsonlFollower:
     """Reads the complete lines appended to a JSONL file since the last read.
 
-    A line still being written stays buffered until its newline arrives. A file that shrinks was
-    replaced, and is read again from the start. `skipped` counts the bad lines so far and
-    `problems` keeps the not yet reported ones as 'line N: what was wrong'.
+    A line still being written stays buffered until its newline arrives. A file replaced by
+    another (a new inode: another run's events renamed into place) or cut shorter than what was
+    read is not this file any more: `replaced` then says how, and nothing more is read from it, so
+    that another run's events are never added to this one's. `skipped` counts the bad lines so far
+    and `problems` keeps the not yet reported ones as 'line N: what was wrong'.
     """
 
     def __init__(self, path: Path, max_line: int = MAX_LINE) -> None:
@@ -65,16 +69,26 @@ class JsonlFollower:
         self._partial = b""
         self._oversized = False
         """In the middle of a line longer than max_line: drop bytes until its newline."""
+        self.identity: tuple[int, int] | None = None
+        """(device, inode) of the file first read."""
+        self.replaced = ""
+        """How the file stopped being the one first read ('' while it is that file)."""
 
     def read(self) -> list[Any]:
-        try:
-            size = self.path.stat().st_size
-        except OSError:
+        if self.replaced:
             return []
-        if size < self.offset:
-            self.offset, self._partial, self._oversized, self.line_no = 0, b"", False, 0
         try:
             with self.path.open("rb") as fh:
+                st = os.fstat(fh.fileno())
+                identity = (st.st_dev, st.st_ino)
+                if self.identity is None:
+                    self.identity = identity
+                elif identity != self.identity:
+                    self.replaced = f"replaced by another file (inode {self.identity[1]} -> {identity[1]})"
+                    return []
+                if st.st_size < self.offset:
+                    self.replaced = f"cut from {self.offset:,} to {st.st_size:,} bytes (rewritten in place)"
+                    return []
                 fh.seek(self.offset)
                 data = fh.read(READ_CHUNK)
         except OSError:
@@ -130,7 +144,7 @@ class JsonlFollower:
         if len(self.problems) < EXAMPLES:
             self.problems.append(f"line {self.line_no}: {why}")
 
-    def report(self) -> LogMessage | None:
+    def bad_lines_notice(self) -> LogMessage | None:
         """A Log tab line about the bad lines found since the last report, if any."""
         new = self.skipped - self._reported
         if new <= 0:
@@ -167,9 +181,18 @@ def follow_events(
             elif isinstance(event, RunStarted):
                 ended = False
             sink(event)
-        note = reader.report()
+        note = reader.bad_lines_notice()
         if note is not None:
             sink(note)
+        if reader.replaced:
+            sink(
+                LogMessage(
+                    "error",
+                    f"{path}: {reader.replaced} while the console read it; stopped reading, so that another "
+                    "run's events are not added to this one's (attach again to follow the new file)",
+                )
+            )
+            return
         if reader.offset != offset:
             last_growth = clock()
             if stalled_for:

@@ -15,6 +15,7 @@ columns: nothing is pickled.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 import threading
@@ -22,6 +23,8 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from searchgrpo.errors import UserError, one_line, printable
 
 TABLE = "verdicts_v2"
 SCHEMA = f"""
@@ -66,14 +69,27 @@ class VerdictCache:
 
     def __init__(self, path: str | Path, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(
-            str(self.path), timeout=busy_timeout_s, check_same_thread=False, isolation_level=None
+        if self.path.is_dir():
+            raise self._unusable("is a folder")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                str(self.path), timeout=busy_timeout_s, check_same_thread=False, isolation_level=None
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise self._unusable(getattr(exc, "strerror", None) or str(exc)) from None
+
+    def _unusable(self, why: str) -> UserError:
+        """One line for a cache that cannot be opened or written: the file, why, and what moves it."""
+        return UserError(
+            f"{printable(self.path)}: the verdict cache cannot be used ({one_line(why, 200)}); point "
+            "checker.cache_path at a new file (or set checker.cache = false); by default it is "
+            "{cache root}/verdicts.sqlite, moved by paths.cache_root or SEARCHGRPO_HOME"
         )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(SCHEMA)
 
     def get_many(self, keys: Iterable[CacheKey]) -> dict[CacheKey, tuple[str, str]]:
         """The cached (label, reason) of every key that has one."""
@@ -106,13 +122,17 @@ class VerdictCache:
         if not rows:
             return
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany(f"INSERT OR IGNORE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.executemany(f"INSERT OR IGNORE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:  # a full disk ("database or disk is full"), a read-only file
+                raise self._unusable(str(exc)) from None
 
     def __len__(self) -> int:
         with self._lock:

@@ -1,6 +1,6 @@
 """A run's data: the corpus, the SEARCH-round states split by question, and the data's labels.
 
-`read_dataset` reads a traces folder and its corpus (`load_dataset` in `searchgrpo.episodes.world`
+`read_dataset` reads a traces folder and its corpus (`load_dataset` in `searchgrpo.world`
 first resolves the config's paths, building the demo world when they are null).
 """
 
@@ -36,9 +36,12 @@ class Dataset:
     def issue_summary(self, shown: int) -> list[str]:
         """Warnings about the malformed inputs skipped: the first `shown`, then the count."""
         issues = self.issues.issues
-        lines = [f"skipped {issue}" for issue in issues[:shown]]
+        lines = [f"{'conflict' if issue.conflict else 'skipped'} {issue}" for issue in issues[:shown]]
         if len(issues) > shown:
             lines.append(f"... and {len(issues) - shown} more malformed inputs skipped")
+        conflicts = self.issues.conflicts
+        if conflicts:
+            lines.append(f"{len(conflicts)} conflicting inputs in all (`searchgrpo check` fails on them)")
         if issues:
             lines.append(
                 f"{len(issues)} malformed inputs skipped in all (data.strict / --strict stops at the first instead)"

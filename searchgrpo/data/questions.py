@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from searchgrpo.data.corpus import Document, parse_document
@@ -86,6 +86,57 @@ def load_questions(path: str | os.PathLike[str], issues: IssueLog | None = None)
     out = read_records(p, parse_question, lambda r: r.id, "question id", issues)
     if not out:
         raise UserError(f"{p}: no valid questions")
+    return out
+
+
+def docid_conflicts(records: Iterable[QuestionRecord]) -> dict[str, list[str]]:
+    """{docid: the ids of the questions holding it} for every docid that names different documents
+    (another title or text) in different questions, as when each question numbers its own (`d0`,
+    `d1`, ...). The same document shared by questions (HotpotQA's paragraphs) is no conflict."""
+    content: dict[str, dict[tuple[str, str], list[str]]] = {}
+    for rec in records:
+        for doc in rec.docs:
+            content.setdefault(doc.docid, {}).setdefault((doc.title, doc.text), []).append(rec.id)
+    return {
+        docid: sorted({q for qids in versions.values() for q in qids})
+        for docid, versions in content.items()
+        if len(versions) > 1
+    }
+
+
+def unique_docids(records: list[QuestionRecord], issues: IssueLog, source: object) -> list[QuestionRecord]:
+    """`records` with every conflicting docid (`docid_conflicts`) renamed `<question id>:<docid>` in
+    each question that holds it, gold labels included, so that pooling the set into one corpus
+    keeps every question's own documents; each renamed docid is reported as a conflict (under
+    strict: refused)."""
+    conflicts = docid_conflicts(records)
+    if not conflicts:
+        return records
+    for docid, qids in sorted(conflicts.items()):
+        shown = ", ".join(repr(q) for q in qids[:3]) + (", ..." if len(qids) > 3 else "")
+        issues.record(
+            source,
+            f"docid {docid!r} names different documents in {len(qids)} questions ({shown}); each question's "
+            f"copy is renamed '<question id>:{docid}' (docids must be unique across a question set)",
+            conflict=True,
+        )
+    taken = {d.docid for rec in records for d in rec.docs}
+
+    def renamed(qid: str, docid: str) -> str:
+        new, n = f"{qid}:{docid}", 2
+        while new in taken:
+            new, n = f"{qid}:{docid}~{n}", n + 1
+        taken.add(new)
+        return new
+
+    out = []
+    for rec in records:
+        names = {d.docid: renamed(rec.id, d.docid) for d in rec.docs if d.docid in conflicts}
+        if not names:
+            out.append(rec)
+            continue
+        docs = tuple(replace(d, docid=names.get(d.docid, d.docid)) for d in rec.docs)
+        out.append(replace(rec, docs=docs, gold=frozenset(names.get(g, g) for g in rec.gold)))
     return out
 
 

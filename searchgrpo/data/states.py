@@ -17,6 +17,7 @@ from pathlib import Path
 from searchgrpo.data.labels import Label, QuestionLabels
 from searchgrpo.data.traces import (
     RoundState,
+    RunMeta,
     SchemaError,
     SearchState,
     parse_meta,
@@ -72,15 +73,30 @@ def load_states(
     issues = IssueLog(strict)
     out = LoadedStates(states=[], labels={}, issues=issues)
     per_question: dict[str, list[SearchState]] = {}
+    folder_of: dict[str, Path] = {}
+    """Each question id's folder: the first one that holds it (sorted order)."""
     for run_dir in find_runs(root_path):
         meta_path = run_dir / "meta.json"
         try:
             meta = parse_meta(read_trace_file(meta_path, root_real))
         except SchemaError as exc:
-            issues.report(meta_path, str(exc))
+            issues.record(meta_path, str(exc))
             continue
         if not meta.rounds:
-            issues.report(meta_path, "lists no rounds (an empty run)")
+            issues.record(meta_path, "lists no rounds (an empty run)")
+            continue
+        problem = rounds_conflict(meta)
+        if problem:
+            issues.record(meta_path, f"{problem}; the run is skipped", conflict=True)
+            continue
+        owner = folder_of.setdefault(meta.question_id, run_dir.parent)
+        if owner != run_dir.parent:
+            issues.record(
+                meta_path,
+                f"question id {meta.question_id!r} is already the id of {owner}: two question folders would give "
+                "their states the same ids; this folder is skipped (give each question its own id)",
+                conflict=True,
+            )
             continue
         out.runs_read += 1
         labels = out.labels.setdefault(meta.question_id, QuestionLabels(meta.question))
@@ -91,10 +107,18 @@ def load_states(
         for ref in meta.rounds:
             path = run_dir / ref.checkpoint
             try:
-                rounds[ref.round] = parse_round(read_trace_file(trace_child(run_dir, ref.checkpoint), root_real))
+                raw = read_trace_file(trace_child(run_dir, ref.checkpoint), root_real)
+                own = raw.get("round") if isinstance(raw, dict) else None
+                if isinstance(own, int) and not isinstance(own, bool) and own != ref.round:
+                    missing.add(ref.round)
+                    issues.record(
+                        path, f"says it is round {own}, but meta.json lists it as round {ref.round}", conflict=True
+                    )
+                    continue
+                rounds[ref.round] = parse_round(raw)
             except SchemaError as exc:
                 missing.add(ref.round)
-                issues.report(path, str(exc))
+                issues.record(path, str(exc))
         for state in rounds.values():
             for doc in state.documents:
                 lab = Label.parse(doc.verdict)
@@ -133,7 +157,32 @@ def load_states(
             out.states_capped += len(states) - max_samples_per_question
             states = [s for i, s in enumerate(states) if i in kept]
         out.states.extend(states)
+    ids: set[str] = set()
+    unique: list[SearchState] = []
+    for state in out.states:  # ids that still meet (question ids holding '/') would share cached prompts
+        if state.state_id in ids:
+            issues.record(state.source, f"state id {state.state_id!r} is taken by another state", conflict=True)
+            continue
+        ids.add(state.state_id)
+        unique.append(state)
+    out.states = unique
     return out
+
+
+def rounds_conflict(meta: RunMeta) -> str:
+    """Why meta.json's round list cannot be read one way only ('' when it can): a round listed
+    twice (two files, or one file twice, for one round) or a round number below 1 (round_000.json,
+    not listed, is the state before round 1)."""
+    seen: set[int] = set()
+    for ref in meta.rounds:
+        if ref.round < 1:
+            return f"lists round {ref.round}: rounds are numbered from 1 (round_000.json is the state before round 1)"
+        if ref.round in seen:
+            return f"lists round {ref.round} twice"
+        seen.add(ref.round)
+    files = [ref.checkpoint for ref in meta.rounds]
+    twice = next((f for f in files if files.count(f) > 1), None)
+    return f"lists {twice!r} for two rounds" if twice else ""
 
 
 def _initial_state(run_dir: Path, rounds: dict[int, RoundState], missing: set[int], root_real: Path) -> RoundState:
@@ -170,9 +219,9 @@ def _state_before(
         try:
             return parse_round(read_trace_file(zero, root_real))
         except SchemaError as exc:
-            issues.report(zero, str(exc))
+            issues.record(zero, str(exc))
             return None
-    issues.report(run_dir / "meta.json", f"round {round_no} is SEARCH but round {prev} is not listed")
+    issues.record(run_dir / "meta.json", f"round {round_no} is SEARCH but round {prev} is not listed")
     return None
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgrpo.fileio import atomic_write_json
+from searchgrpo.jsonl import long_integer_reason
 
 MAX_FILE_BYTES = 32 * 1024 * 1024
 STRATEGIES = ("SEARCH", "EXTRACT", "ANSWER")
@@ -283,6 +284,8 @@ def read_trace_file(path: Path, root: Path) -> Any:
         raise SchemaError(f"invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
     except RecursionError:
         raise SchemaError("JSON nested too deeply") from None
+    except ValueError:  # Python refuses to read integers of more than 4,300 digits
+        raise SchemaError(long_integer_reason()) from None
 
 
 def trace_child(run_dir: Path, name: str) -> Path:

@@ -1,1 +1,1 @@
-"""The multi-agent loop: playing whole questions (collect, episode eval) and assembling a run's world."""
+"""The multi-agent loop: playing whole questions (collect, episode eval)."""

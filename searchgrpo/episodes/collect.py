@@ -26,12 +26,19 @@ from typing import Any
 
 from searchgrpo.agents.checker import DocumentChecker, checker_stats
 from searchgrpo.agents.rules import RULES_VERSION, RuleEntityManager, RuleExecutor, RulePlanner
-from searchgrpo.config import Config, home_dir
+from searchgrpo.config import Config, cache_root
 from searchgrpo.data.questions import QuestionRecord
 from searchgrpo.data.traces import RunWriter
 from searchgrpo.episodes.play import EntityManager, Episode, EpisodeStart, Executor, Planner, initial_state, play
 from searchgrpo.errors import DataIssue
-from searchgrpo.fileio import remove_stale_temporaries
+from searchgrpo.fileio import (
+    CACHE_ROOT_FIX,
+    OutputKind,
+    claim_output,
+    remove_stale_temporaries,
+    writable_folder,
+    writing_cache,
+)
 from searchgrpo.retrieval.search import Retriever
 
 
@@ -169,6 +176,20 @@ AGENT_CHOICES = {"planner": ("rule", "llm"), "executor": ("rule", "policy"), "en
 MANIFEST = "collect.json"
 
 
+def is_collect_folder(folder: Path) -> bool:
+    """A folder `collect` wrote: its manifest, or (collects older than the manifest) a corpus beside
+    a traces folder."""
+    if (folder / MANIFEST).is_file():
+        return True
+    return (folder / "corpus.jsonl").is_file() and any((folder / d).is_dir() for d in ("traces", "checkpoints"))
+
+
+COLLECT_FOLDER = OutputKind(
+    "collect folder (corpus.jsonl, traces/)", "--out", folder=True, ours=is_collect_folder, reused=True
+)
+"""`collect --out`: new, empty, or a collect to resume; a folder holding anything else is refused."""
+
+
 @dataclass(frozen=True)
 class CollectResult:
     """Where `collect_to_folder` wrote, and what it did."""
@@ -185,12 +206,13 @@ class CollectResult:
     corpus_note: str = ""
     """Why corpus.jsonl was rewritten ('' when it was new or already complete)."""
 
-    def report(self) -> tuple[list[str], list[str]]:
+    def summary_lines(self) -> tuple[list[str], list[str]]:
         """(warnings, lines) that tell the user what was done."""
         s = self.stats
-        warnings = [f"skipped {issue}" for issue in self.issues]
-        if self.issues:
-            warnings.append(f"{len(self.issues)} malformed lines skipped (--strict stops at the first instead)")
+        warnings = [str(issue) if issue.conflict else f"skipped {issue}" for issue in self.issues]
+        malformed = [issue for issue in self.issues if not issue.conflict]
+        if malformed:
+            warnings.append(f"{len(malformed)} malformed lines skipped (--strict stops at the first instead)")
         lines = [self.corpus_note] if self.corpus_note else []
         lines.append(
             f"{s.written} questions collected, {s.skipped_existing} already there, {s.states} SEARCH rounds written"
@@ -233,7 +255,7 @@ def collect_to_folder(
     from searchgrpo.agents.checker import GoldChecker
     from searchgrpo.data.corpus import Corpus, complete_corpus
     from searchgrpo.data.labels import Label, QuestionLabels
-    from searchgrpo.data.questions import load_questions, pooled_corpus
+    from searchgrpo.data.questions import load_questions, pooled_corpus, unique_docids
     from searchgrpo.errors import IssueLog, UserError
     from searchgrpo.fileio import atomic_write_json
     from searchgrpo.retrieval.search import search_for_corpus
@@ -241,6 +263,7 @@ def collect_to_folder(
     for role, choice in (("planner", planner), ("executor", executor), ("entity_manager", entity_manager)):
         if choice not in AGENT_CHOICES[role]:
             raise UserError(f"--{role.replace('_', '-')} {choice!r}: expected one of {', '.join(AGENT_CHOICES[role])}")
+    claim_output(out_dir, COLLECT_FOLDER)
     issues = IssueLog(cfg.data.strict)
     if source == "demo":
         from searchgrpo.data.demo_world import generate_world
@@ -251,7 +274,7 @@ def collect_to_folder(
         origin = f"demo:q{d.questions}-d{d.distractors}-s{d.seed}"
         content = origin
     else:
-        records = load_questions(source, issues)
+        records = unique_docids(load_questions(source, issues), issues, source)
         documents = pooled_corpus(records)
         origin = str(Path(source).expanduser().resolve())
         content = hashlib.sha1(Path(origin).read_bytes()).hexdigest()
@@ -290,7 +313,7 @@ def collect_to_folder(
         if cfg.checker.backend == "llm":
             from searchgrpo.agents.endpoint import open_llm_checker
 
-            checker: DocumentChecker = open_llm_checker(cfg.checker, home_dir(cfg.model), endpoint)
+            checker: DocumentChecker = open_llm_checker(cfg.checker, cache_root(cfg), endpoint)
             closers.insert(0, checker.close)  # type: ignore[attr-defined]
         else:
             labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in selected}
@@ -310,7 +333,7 @@ def collect_to_folder(
             from searchgrpo.policy.executor import PolicyExecutor
 
             agents["executor"] = PolicyExecutor.base_model(cfg, seed=seed)
-        retriever = search_for_corpus(corpus, cfg.env.search_backend, home_dir(cfg.model) / "indexes")
+        retriever = search_for_corpus(corpus, cfg.env.search_backend, cache_root(cfg) / "indexes")
         stats = collect(
             selected,
             retriever,
@@ -339,8 +362,10 @@ def collect_question_set(cfg: Config, questions: Path) -> CollectResult:
         raise UserError(f"{questions}: question set not found")
     digest = hashlib.sha1(questions.read_bytes()).hexdigest()[:12]
     folder = (
-        home_dir(cfg.model)
+        cache_root(cfg)
         / "collected"
         / (f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}-rules{RULES_VERSION}")
     )
-    return collect_to_folder(cfg, str(questions), folder, seed=cfg.train.seed)
+    writable_folder(folder.parent, CACHE_ROOT_FIX)
+    with writing_cache(folder, "collected question set"):
+        return collect_to_folder(cfg, str(questions), folder, seed=cfg.train.seed)

@@ -20,7 +20,7 @@ def run_eval(
     cfg: Config, request: EvalRequest, sink: EventSink | None = None, stop: threading.Event | None = None
 ) -> Path:
     """Evaluate per round, or per episode with `request.episodes`; returns the report's path."""
-    request = request.checked()
+    request = request.validated()
     if request.episodes:
         from searchgrpo.evaluate.episode_eval import run_episode_eval
 

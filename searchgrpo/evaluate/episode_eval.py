@@ -31,20 +31,21 @@ from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.clue_checks import invented_numbers, numbers_in, state_text
 from searchgrpo.episodes.play import Episode, play, question_starts
-from searchgrpo.episodes.world import make_checker, make_retriever
 from searchgrpo.errors import UserError
 from searchgrpo.evaluate.clue_stats import clue_stats
+from searchgrpo.evaluate.held_out import held_out_overlap
 from searchgrpo.evaluate.inputs import (
     BASELINE,
     EvalRequest,
     eval_dataset,
     policy_specs,
-    report_issues,
     report_path,
+    warn_skipped_inputs,
 )
 from searchgrpo.evaluate.stats import compare_policies, median_diff_ci
-from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink
+from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink, LogMessage
 from searchgrpo.fileio import atomic_write_json, json_safe
+from searchgrpo.world import make_checker, make_retriever
 
 REPORT_FORMAT = "searchgrpo-episodes-v1"
 
@@ -65,15 +66,18 @@ def run_episode_eval(
     if rounds < 1:
         raise UserError(f"--max-rounds {rounds}: expected at least 1")
     budget = request.doc_budget if request.doc_budget is not None else cfg.eval.episode_doc_budget
+    output = report_path(cfg, request, "episodes")
     specs = policy_specs(request, cfg)
     dataset = eval_dataset(cfg, request)
-    report_issues(dataset.issues, sink)
+    warn_skipped_inputs(dataset.issues, sink)
     qids = sorted({s.question_id for s in dataset.eval})
     qids = qids[: request.limit] if request.limit else qids
+    held_out, notes = held_out_overlap(specs, dataset, qids, allow_overlap=request.allow_overlap)
+    for note in notes:
+        sink(LogMessage("warning", note))
     starts = question_starts(dataset, qids, dataset.eval)
     retriever = make_retriever(cfg, dataset)
     checker = make_checker(cfg, dataset)
-    output = report_path(cfg, request, "episodes")
     sink(EvalStarted([s.name for s in specs], len(starts), str(output)))
     played: dict[str, list[Episode]] = {}
     fallbacks: dict[str, dict[str, int]] = {}
@@ -113,6 +117,7 @@ def run_episode_eval(
     )
     # How often a policy wrote nothing readable and the rule Executor's clues stood in for it.
     report["executor"] = fallbacks
+    report["held_out"] = held_out
     atomic_write_json(output, json_safe(report))
     sink(
         EvalReportWritten(

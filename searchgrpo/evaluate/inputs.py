@@ -15,17 +15,23 @@ from pathlib import Path
 from searchgrpo.config import Config
 from searchgrpo.data.dataset import Dataset, read_dataset
 from searchgrpo.data.traces import SearchState
-from searchgrpo.episodes.world import load_dataset
 from searchgrpo.errors import IssueLog, UserError
 from searchgrpo.events import EventSink, LogMessage
+from searchgrpo.fileio import OutputKind, claim_output, json_head_matches
 from searchgrpo.train.checkpoints import checkpoint_adapter
 
 BASELINE = "baseline"
+EVAL_REPORT = OutputKind(
+    "searchgrpo eval report",
+    "--output",
+    ours=lambda p: json_head_matches(p, r'^\s*\{\s*"format":\s*"searchgrpo-(eval|episodes)-v\d+"'),
+)
+"""An eval report: an existing one is replaced, any other file only with --overwrite."""
 
 
 @dataclass(frozen=True)
 class EvalRequest:
-    """What to evaluate and how."""
+    """What to evaluate and how: the one request type of `searchgrpo eval` and the console's Eval tab."""
 
     baseline: bool = True
     """Score the base model without adapter."""
@@ -33,6 +39,10 @@ class EvalRequest:
     """Training checkpoints (`runs/<id>/checkpoints/step-N`) or adapter folders to score."""
     output: str | None = None
     """The JSON report's path (default: {train.output_dir}/evals/eval-<time>.json)."""
+    overwrite: bool = False
+    """Replace an existing file at `output` that is not an eval report."""
+    allow_overlap: bool = False
+    """Score a checkpoint even on questions its run trained on (recorded in the report's `held_out`)."""
     num_samples: int = 1
     """1: greedy clues. More: that many samples per state at `temperature` (per-round mode only)."""
     temperature: float = 1.0
@@ -55,7 +65,7 @@ class EvalRequest:
     doc_budget: int | None = None
     """Episodes: documents per SEARCH round sent to the checker (default eval.episode_doc_budget)."""
 
-    def checked(self) -> EvalRequest:
+    def validated(self) -> EvalRequest:
         """This request, or one clear line (UserError) naming the option that is out of range."""
         for bad, option, expected in (
             (self.num_samples < 1, f"--samples {self.num_samples}", ">= 1"),
@@ -87,8 +97,15 @@ def policy_specs(request: EvalRequest, cfg: Config) -> list[PolicySpec]:
     """The baseline and each checkpoint, with names that tell them apart."""
     specs = [PolicySpec(BASELINE, None, None)] if request.baseline else []
     names: set[str] = {BASELINE}
+    base = None
     for ckpt in request.checkpoints:
         adapter = checkpoint_adapter(ckpt, cfg.model.base)
+        if base is None:
+            from searchgrpo.policy.model import resolve_base
+            from searchgrpo.policy.model_files import adapter_fit
+
+            base = resolve_base(cfg)
+        adapter_fit(adapter, base.path)  # before any weight loads, as merge does
         folder = Path(ckpt).resolve()
         name = folder.name if folder.name not in names else f"{folder.parent.parent.name}/{folder.name}"
         names.add(name)
@@ -112,6 +129,8 @@ def eval_dataset(cfg: Config, request: EvalRequest) -> Dataset:
         if not request.corpus:
             raise UserError("--traces needs --corpus (the JSONL corpus those traces searched)")
         return read_dataset(cfg.data, Path(request.traces), Path(request.corpus), split=False)
+    from searchgrpo.world import load_dataset  # the search stack, only once there is work to do
+
     ds = load_dataset(cfg)
     if not ds.eval:
         raise UserError("the eval split is empty: raise data.eval_fraction, or give --questions")
@@ -123,15 +142,18 @@ def eval_states(ds: Dataset, request: EvalRequest) -> list[SearchState]:
 
 
 def report_path(cfg: Config, request: EvalRequest, kind: str = "eval") -> Path:
+    """Where the report goes, once `claim_output` says it may be written there (called before any
+    scoring: a bad path costs nothing)."""
     if request.output:
-        return Path(request.output)
-    return Path(cfg.train.output_dir) / "evals" / (time.strftime(f"{kind}-%Y%m%d-%H%M%S") + ".json")
+        return claim_output(request.output, EVAL_REPORT, overwrite=request.overwrite)
+    default = Path(cfg.train.output_dir) / "evals" / (time.strftime(f"{kind}-%Y%m%d-%H%M%S") + ".json")
+    return claim_output(default, EVAL_REPORT)
 
 
-def report_issues(issues: IssueLog, sink: EventSink, shown: int = 20) -> None:
+def warn_skipped_inputs(issues: IssueLog, sink: EventSink, shown: int = 20) -> None:
     """Each skipped input as a warning (the first `shown`), then how many were skipped in all."""
     for issue in issues.issues[:shown]:
-        sink(LogMessage("warning", f"skipped {issue}"))
+        sink(LogMessage("warning", f"{'conflict' if issue.conflict else 'skipped'} {issue}"))
     if issues.issues:
         sink(
             LogMessage(

@@ -25,9 +25,9 @@ import numpy as np
 
 from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
-from searchgrpo.episodes.world import make_env
 from searchgrpo.errors import UserError
 from searchgrpo.evaluate.clue_stats import clue_stats
+from searchgrpo.evaluate.held_out import held_out_overlap
 from searchgrpo.evaluate.inputs import (
     BASELINE,
     EvalRequest,
@@ -35,13 +35,14 @@ from searchgrpo.evaluate.inputs import (
     eval_dataset,
     eval_states,
     policy_specs,
-    report_issues,
     report_path,
+    warn_skipped_inputs,
 )
 from searchgrpo.evaluate.stats import compare_policies
-from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink
+from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted, EventSink, LogMessage
 from searchgrpo.fileio import atomic_write_json, json_safe
 from searchgrpo.policy.scoring import ScoredState, score_policy
+from searchgrpo.world import make_env
 
 REPORT_FORMAT = "searchgrpo-eval-v2"
 
@@ -61,12 +62,17 @@ def run_round_eval(
     from searchgrpo.seeding import derive_seed
 
     sink = sink or (lambda e: None)
+    output = report_path(cfg, request)
     specs = policy_specs(request, cfg)
     dataset = eval_dataset(cfg, request)
     states = eval_states(dataset, request)
-    report_issues(dataset.issues, sink)
+    warn_skipped_inputs(dataset.issues, sink)
+    held_out, notes = held_out_overlap(
+        specs, dataset, [s.question_id for s in states], allow_overlap=request.allow_overlap
+    )
+    for note in notes:
+        sink(LogMessage("warning", note))
     env = make_env(cfg, dataset)
-    output = report_path(cfg, request)
     sink(EvalStarted([s.name for s in specs], len(states), str(output)))
     scored: dict[str, list[ScoredState]] = {}
     try:
@@ -98,6 +104,7 @@ def run_round_eval(
         if callable(close):
             close()
     report = build_report(cfg, request, specs, states, scored)
+    report["held_out"] = held_out
     atomic_write_json(output, json_safe(report))
     sink(EvalReportWritten(str(output), {name: _flat(agg) for name, agg in report["aggregate"].items()}))
     return output

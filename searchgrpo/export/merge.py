@@ -13,7 +13,7 @@ Before any weight loads, `run_merge` checks the output folder (it must be a fold
 write: not a file, not on a read-only file system), removes the temporaries of merges that were
 killed (their writer's pid is gone), and checks that each adapter fits the base: every adapted
 layer exists in the base with the shapes its LoRA matrices need, read from the safetensors
-headers alone (`adapter_fit`).
+headers alone (`policy.model_files.adapter_fit`, which eval uses too).
 
 Parity tolerances (log-probs of the probe completion tokens, float32 compute): the merged model
 may differ from base + adapter only by rounding W + BA to the output dtype. Allowed: max |delta|
@@ -27,6 +27,7 @@ tie that rounding may flip), which is reported, not failed.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -37,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from searchgrpo.config import Config
-from searchgrpo.errors import UserError, one_line
+from searchgrpo.errors import UserError
 from searchgrpo.events import EventSink, LogMessage, MergeFinished, MergeProgress, MergeStarted
-from searchgrpo.fileio import atomic_dir, remove_stale_temporaries
+from searchgrpo.fileio import OutputKind, atomic_dir, claim_output, remove_stale_temporaries
+from searchgrpo.policy.model_files import adapter_fit, load_pretrained_checked
 from searchgrpo.train.checkpoints import STATE_FILE, checkpoint_adapter, list_checkpoints
 
 TOLERANCE = {"float32": 1e-3, "float16": 0.05, "bfloat16": 0.25}
@@ -47,6 +49,14 @@ TOLERANCE = {"float32": 1e-3, "float16": 0.05, "bfloat16": 0.25}
 PROBE_STATES = 3
 PROBE_NEW_TOKENS = 24
 STAGES = ("load", "reference", "merge", "save", "parity")
+MERGE_INFO = "searchgrpo_merge.json"
+"""Written into every merged model folder: how it was merged and its parity figures."""
+MERGED_MODEL = OutputKind("merged model folder", "--output-dir", folder=True, ours=lambda p: (p / MERGE_INFO).is_file())
+"""A merged model folder: one of ours is replaced only with --overwrite; any other folder never."""
+MERGED_MODELS_ROOT = OutputKind(
+    "folder for merged models", "--output-dir", folder=True, ours=lambda p: True, reused=True
+)
+"""The folder the merged models go into (it may hold anything else: only our own folders in it are replaced)."""
 
 
 class OutputExists(UserError):
@@ -66,14 +76,16 @@ class ParityError(UserError):
 
 @dataclass(frozen=True)
 class MergeRequest:
-    """What to merge and where."""
+    """What to merge and where: the one request type of `searchgrpo merge` and the console's Merge tab."""
 
     checkpoints: list[str] = field(default_factory=list)
     """Checkpoint folders (`runs/<id>/checkpoints/step-N`); empty: every checkpoint of run_dir."""
+    output_dir: str = "merged"
+    """Where the `{base_name}-grpo-step{N}/` folders go."""
+    overwrite: bool = False
+    """Replace merged model folders of ours that are already there (never any other folder)."""
     run_dir: str | None = None
     """The run whose checkpoints are discovered when `checkpoints` is empty (default: the newest run)."""
-    output_dir: str = "merged"
-    overwrite: bool = False
     device: str = "cpu"
     """Where to merge; the CPU avoids running out of GPU memory on large models."""
     dtype: str = "bfloat16"
@@ -118,6 +130,9 @@ def plan(cfg: Config, request: MergeRequest, base_name: str) -> list[MergeJob]:
         checkpoint_adapter(p, cfg.model.base, flag="merge")
         step = _step_of(p)
         jobs.append(MergeJob(p, step, Path(request.output_dir) / f"{base_name}-grpo-step{step}"))
+    for job in jobs:  # what is there and is not a merged model is refused, whatever --overwrite says
+        if os.path.lexists(job.output):
+            claim_output(job.output, MERGED_MODEL, overwrite=True)
     existing = [str(j.output) for j in jobs if j.output.exists()]
     if existing and not request.overwrite:
         raise OutputExists(existing)
@@ -134,7 +149,7 @@ def run_merge(
     output_dir = writable_output(Path(request.output_dir))
     for leftover in remove_stale_temporaries(output_dir, only_dead=True):
         sink(LogMessage("warning", f"removed {leftover}, left by a merge that was killed"))
-    base = resolve_base(cfg.model)
+    base = resolve_base(cfg)
     jobs = plan(cfg, request, base.name)
     for job in jobs:
         adapter_fit(job.checkpoint / "adapter", base.path)
@@ -155,8 +170,7 @@ def run_merge(
 def writable_output(folder: Path) -> Path:
     """`folder`, created if missing, once a probe shows this process can write into it; else one
     line naming it and why (a file in the way, a read-only file system, no permission)."""
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"--output-dir {folder}: is a file, not a folder; give a folder for the merged models")
+    claim_output(folder, MERGED_MODELS_ROOT)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tempfile.mkdtemp(prefix=".write-probe-", dir=folder))
@@ -167,51 +181,10 @@ def writable_output(folder: Path) -> Path:
     return folder
 
 
-def _shapes(folder: Path) -> dict[str, list[int]]:
-    """Tensor name -> shape of every safetensors file in `folder`, from their headers alone."""
-    from safetensors import safe_open
-
-    shapes: dict[str, list[int]] = {}
-    for f in sorted(folder.glob("*.safetensors")):
-        with safe_open(str(f), framework="pt") as st:
-            for key in st.keys():  # noqa: SIM118 (safe_open has keys() but is not iterable)
-                shapes[key] = list(st.get_slice(key).get_shape())
-    return shapes
-
-
-def adapter_fit(adapter: Path, base: Path) -> None:
-    """Raise a one-line UserError unless every LoRA pair of `adapter` fits a layer of the base
-    model in `base`: the layer exists, lora_A is [r, in] and lora_B is [out, r] of its [out, in]."""
-    try:
-        lora, weights = _shapes(adapter), _shapes(base)
-    except Exception as exc:  # a damaged header
-        raise UserError(
-            f"{adapter}: cannot read the adapter or base model's tensor headers ({one_line(exc, 160)})"
-        ) from None
-    for key, shape in sorted(lora.items()):
-        m = re.fullmatch(r"(?:base_model\.model\.)?(.+)\.lora_([AB])\.weight", key)
-        if not m or not weights:
-            continue
-        layer, which = m.group(1), m.group(2)
-        base_shape = weights.get(f"{layer}.weight")
-        if base_shape is None or len(base_shape) != 2 or len(shape) != 2:
-            raise UserError(
-                f"{adapter.parent}: the adapter adapts {layer}, which the base model ({base}) does not "
-                "have; was it trained on another model?"
-            )
-        out_features, in_features = base_shape
-        ok = shape[1] == in_features if which == "A" else shape[0] == out_features
-        if not ok:
-            raise UserError(
-                f"{adapter.parent}: the adapter's {layer}.lora_{which} is {shape}, which does not fit the "
-                f"base model's {layer} of shape {base_shape}; was it trained on another model?"
-            )
-
-
 def _probe_prompts(cfg: Config, tokenizer: Any) -> list[list[int]]:
     """A few real Executor prompts from the data (the parity probe)."""
-    from searchgrpo.episodes.world import load_dataset
     from searchgrpo.policy.sampling import encode_prompt
+    from searchgrpo.world import load_dataset
 
     ds = load_dataset(cfg)
     states = (ds.eval or ds.train)[:PROBE_STATES]
@@ -244,7 +217,7 @@ def merge_one(
     progress("load")
     # The base rounded to the output dtype, computed in float32: what a server of base + adapter
     # in that dtype computes, so that the only difference left is rounding W + BA once.
-    model = AutoModelForCausalLM.from_pretrained(str(base_path), dtype=dtype).float().to(request.device)
+    model = load_pretrained_checked(base_path, "model.base", dtype=dtype).float().to(request.device)
     model = PeftModel.from_pretrained(model, str(job.checkpoint / "adapter"))
     model.eval()
     progress("reference")
@@ -261,7 +234,7 @@ def merge_one(
         reloaded.eval()
         got_logp, got_completions = _probe_logprobs_and_greedy(reloaded, tokenizer, probe, completions)
         figures = parity_figures(ref_logp, got_logp, completions, got_completions, request.dtype)
-        (tmp / "searchgrpo_merge.json").write_text(
+        (tmp / MERGE_INFO).write_text(
             json.dumps(
                 {
                     "checkpoint": str(job.checkpoint),

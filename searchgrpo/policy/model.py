@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from searchgrpo.config import Config, LoraConfig, ModelConfig, home_dir
+from searchgrpo.config import Config, LoraConfig, ModelConfig, cache_root
 from searchgrpo.embedded import EMBEDDED, EMBEDDED_NAME, embedded_gguf_path
 from searchgrpo.errors import UserError
-from searchgrpo.fileio import atomic_dir, save_model_here
+from searchgrpo.fileio import atomic_dir, save_model_here, writing_cache
 
 TINY = "tiny"
 
@@ -45,22 +45,28 @@ def _file_key(path: Path) -> str:
     return hashlib.sha1(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:10]
 
 
-def resolve_base(mc: ModelConfig) -> BaseModel:
-    """Map `model.base` to a local Hugging Face folder, converting or building it if needed."""
-    spec = mc.base
-    cache = home_dir(mc) / "models"
+def resolve_base(cfg: Config) -> BaseModel:
+    """Map `model.base` to a local Hugging Face folder, converting or building it if needed under
+    the cache root's `models/`."""
+    spec = cfg.model.base
+    cache = cache_root(cfg) / "models"
     if spec == EMBEDDED:
         gguf = embedded_gguf_path()
-        return BaseModel(convert_gguf(gguf, cache / f"{EMBEDDED_NAME}-{_file_key(gguf)}"), EMBEDDED_NAME, spec)
+        with writing_cache(cache, "converted model"):
+            folder = convert_gguf(gguf, cache / f"{EMBEDDED_NAME}-{_file_key(gguf)}")
+        return BaseModel(folder, EMBEDDED_NAME, spec)
     if spec == TINY:
         from searchgrpo.policy.tiny import ensure_tiny_model
 
-        return BaseModel(ensure_tiny_model(cache / "tiny-v1"), "tiny", spec)
+        with writing_cache(cache, "tiny model"):
+            return BaseModel(ensure_tiny_model(cache / "tiny-v1"), "tiny", spec)
     path = Path(spec).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
             raise UserError(f"model.base: GGUF file {path} not found")
-        return BaseModel(convert_gguf(path, cache / f"{path.stem}-{_file_key(path)}"), path.stem.split(".")[0], spec)
+        with writing_cache(cache, "converted model"):
+            folder = convert_gguf(path, cache / f"{path.stem}-{_file_key(path)}")
+        return BaseModel(folder, path.stem.split(".")[0], spec)
     if path.exists():
         if not (path / "config.json").is_file():
             raise UserError(f"model.base: {path} is not a Hugging Face model folder (no config.json)")
@@ -156,8 +162,9 @@ def load_tokenizer(path: Path) -> Any:
 
 
 def load_base_model(mc: ModelConfig, base: BaseModel, device: Any, dtype: Any) -> Any:
-    """The frozen base model on `device`, in `dtype` (or 4-bit)."""
-    from transformers import AutoModelForCausalLM
+    """The frozen base model on `device`, in `dtype` (or 4-bit); refused in one line when its files
+    are damaged or do not match its config.json (`model_files.load_pretrained_checked`)."""
+    from searchgrpo.policy.model_files import load_pretrained_checked
 
     kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": mc.attn_implementation}
     if mc.load_in_4bit:
@@ -171,7 +178,7 @@ def load_base_model(mc: ModelConfig, base: BaseModel, device: Any, dtype: Any) -
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype, bnb_4bit_use_double_quant=True
         )
         kwargs["device_map"] = {"": device.index or 0}
-    model = AutoModelForCausalLM.from_pretrained(str(base.path), **kwargs)
+    model = load_pretrained_checked(base.path, "model.base", **kwargs)
     if not mc.load_in_4bit:
         model.to(device)
     return model
@@ -213,7 +220,7 @@ def load_policy(cfg: Config, adapter: Path | None = None, device: Any = None) ->
     `device` overrides model.device (a data-parallel rank passes its own GPU)."""
     import torch
 
-    base = resolve_base(cfg.model)
+    base = resolve_base(cfg)
     device = device or resolve_device(cfg.model)
     dtype = resolve_dtype(cfg.model, device)
     tokenizer = load_tokenizer(base.path)

@@ -5,7 +5,10 @@ Every start of a run (the first and each resume) appends one entry to
 fingerprints (`searchgrpo.data.fingerprint`), the keys that changed since the previous entry and
 whether `--allow-changes` allowed them. `config.yaml` stays the config of the latest start.
 
-On resume, `resume_changes` compares the new config with the run's `config.yaml`. A change to
+On resume, `check_resume` compares the new config with what the run really ran: the last entry of
+its history (`config.yaml` is a copy for people, which a hand edit changes; it is read only for runs
+older than the history), and the LoRA rank with the newest checkpoint's own adapter_config.json
+(weights of another rank cannot load, so that change is refused whatever --allow-changes says). A change to
 anything that alters the optimisation (the model, the LoRA shape, K, the learning rate and
 schedule, the reward, the data, the environment, the checker's labels, the step budget) is refused
 unless the user passes `--allow-changes`; then it is recorded. Keys in `FREE_KEYS` (where and how
@@ -20,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from searchgrpo.config import Config, deep_update
+from searchgrpo.config import Config, deep_update, upgrade_keys
 from searchgrpo.errors import UserError
 from searchgrpo.fileio import atomic_write_text
 from searchgrpo.yaml_safe import safe_yaml
@@ -31,6 +34,7 @@ FREE_KEYS = (
     "model.gradient_checkpointing",
     "model.attn_implementation",
     "model.cache_dir",
+    "paths.",
     "grpo.decoder",
     "train.micro_batch_size",
     "train.eval_every",
@@ -40,6 +44,8 @@ FREE_KEYS = (
     "train.output_dir",
     "train.run_name",
     "train.report_to",
+    "train.tracker_project",
+    "train.tracker_timeout_s",
     "data.strict",
     "env.snippet_chars",
     "env.search_backend",
@@ -112,8 +118,11 @@ def append_history(
     data: dict[str, str],
     changes: list[tuple[str, Any, Any]],
     allowed: bool,
+    train_questions: list[str] | None = None,
 ) -> None:
-    """Add one start to the history (the whole file rewritten atomically: never a torn line)."""
+    """Add one start to the history (the whole file rewritten atomically: never a torn line).
+    `train_questions`: the ids of the questions this start trains on (an eval of its checkpoints
+    tells from them whether its questions are held out)."""
     path = run_dir / HISTORY_FILE
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
     entry = {
@@ -124,12 +133,19 @@ def append_history(
         "changes": [{"key": k, "old": o, "new": n} for k, o, n in changes],
         "allowed_changes": allowed,
     }
+    if train_questions is not None:
+        entry["train_questions"] = sorted(train_questions)
     atomic_write_text(path, old + json.dumps(entry, ensure_ascii=False) + "\n")
 
 
-def run_config(run_dir: Path) -> dict[str, Any] | None:
-    """The config the run last ran under (its config.yaml over today's defaults, so that keys added
-    since read as their defaults, not as changes); None when it has none."""
+def _over_defaults(data: object) -> dict[str, Any]:
+    """A recorded config over today's defaults (renamed keys under their new names), so that keys
+    added since read as their defaults, not as changes."""
+    return deep_update(Config().to_dict(), upgrade_keys(data) if isinstance(data, dict) else {})
+
+
+def config_file(run_dir: Path) -> dict[str, Any] | None:
+    """The run's config.yaml over today's defaults; None when it has none."""
     path = run_dir / "config.yaml"
     if not path.is_file():
         return None
@@ -137,7 +153,35 @@ def run_config(run_dir: Path) -> dict[str, Any] | None:
         data = safe_yaml(path.read_text(encoding="utf-8"))
     except Exception:
         raise UserError(f"{path}: not valid YAML; the run's config cannot be compared with the new one") from None
-    return deep_update(Config().to_dict(), data if isinstance(data, dict) else {})
+    return _over_defaults(data)
+
+
+def run_config(run_dir: Path) -> dict[str, Any] | None:
+    """The config the run really last ran under: its history's last entry (config.yaml is only a
+    copy, which a hand edit changes), or config.yaml for a run older than the history; None when
+    it has neither."""
+    history = read_history(run_dir)
+    if history and isinstance(history[-1].get("config"), dict):
+        return _over_defaults(history[-1]["config"])
+    return config_file(run_dir)
+
+
+def adapter_shape_changes(run_dir: Path, cfg: Config) -> list[tuple[str, Any, Any]]:
+    """(key, the checkpoint's, the new) for each LoRA shape key the new config changes from what
+    the run's newest checkpoint holds (its own adapter_config.json): weights of another shape
+    cannot load, whatever --allow-changes says."""
+    from searchgrpo.train.checkpoints import newest_usable
+
+    newest = newest_usable(run_dir)
+    if newest is None:
+        return []
+    try:
+        recorded = json.loads((newest.adapter_dir / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("r"), int):
+        return []
+    return [("lora.r", recorded["r"], cfg.lora.r)] if recorded["r"] != cfg.lora.r else []
 
 
 def check_resume(
@@ -148,15 +192,30 @@ def check_resume(
     Raises a one-line UserError when something that alters the optimisation changed (a config key
     outside FREE_KEYS, or the data) and `allow_changes` is false.
     """
+    shape = adapter_shape_changes(run_dir, cfg)
+    if shape:
+        key, before, after = shape[0]
+        raise UserError(
+            f"{run_dir}: {key} changed ({before} -> {after}): the run's checkpoints hold adapter weights of "
+            f"rank {before}, which cannot be loaded at rank {after}; resume with --set {key}={before}, or "
+            "start a new run"
+        )
     old = run_config(run_dir)
     changes = changed_keys(old, cfg.to_dict()) if old is not None else []
     guarded = [c for c in changes if not is_free(c[0])]
     warnings: list[str] = []
     if guarded:
         what = describe_changes(guarded)
+        edited = config_file(run_dir)
+        note = (
+            f" ({run_dir / 'config.yaml'} was edited after the run last started: the run ran what "
+            f"{HISTORY_FILE} records)"
+            if edited is not None and old is not None and any(not is_free(k) for k, _, _ in changed_keys(old, edited))
+            else ""
+        )
         if not allow_changes:
             raise UserError(
-                f"{run_dir}: --resume would change what the run optimises: {what}; resume without "
+                f"{run_dir}: --resume would change what the run optimises: {what}{note}; resume without "
                 "those changes, or pass --allow-changes to go on under the new config (recorded in "
                 f"{HISTORY_FILE})"
             )

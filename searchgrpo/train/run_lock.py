@@ -6,7 +6,9 @@ holder. The kernel drops the lock when its process dies however it dies (SIGKILL
 lock file that still names a holder but is not locked is a stale one: it is taken over, and
 `stale` says whose it was, for the notice. `release()` empties the file and unlocks it.
 
-`claim_new_run_dir` creates a fresh run's folder with an exclusive mkdir, adding `-2`, `-3`, ...
+`is_run_folder` is the one definition of a run folder (our markers, not just any config.yaml), and
+`check_run_folder` refuses a folder a run may not use before anything, the lock included, is
+written there. `claim_new_run_dir` creates a fresh run's folder with an exclusive mkdir, adding `-2`, `-3`, ...
 to the id when another run took the same second, so two runs never share a folder.
 """
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from searchgrpo.errors import UserError
+from searchgrpo.train.run_history import HISTORY_FILE
 
 LOCK_FILE = "run.lock"
 
@@ -132,15 +135,64 @@ def claim_new_run_dir(output_dir: Path, run_id: str) -> Path:
     raise UserError(f"{output_dir}: no free run id from {run_id}; set train.run_name")
 
 
-def claim(run_dir: Path, *, fresh_id: bool, resume: bool) -> tuple[Path, RunLock]:
-    """Lock the folder a run writes: `run_dir` made unique first when its id is a fresh timestamp;
-    a new run may not take a folder that already holds one (`config.yaml`)."""
-    if fresh_id:
-        run_dir = claim_new_run_dir(run_dir.parent, run_dir.name)
-    lock = RunLock.acquire(run_dir)
-    if not resume and (run_dir / "config.yaml").is_file():
-        lock.release()
+UNSTARTED_FILES = frozenset({LOCK_FILE, "events.jsonl"})
+"""What a start that stopped before writing its config leaves in a run folder (taken again freely)."""
+
+
+def is_run_folder(path: Path) -> bool:
+    """A folder a trainer started: its `config.yaml` beside `config_history.jsonl` (runs older than
+    the history: beside `checkpoints/step-*`). A folder that merely holds a config.yaml, such as a
+    checkout of this project, is not one."""
+    if path.is_symlink() or not (path / "config.yaml").is_file():
+        return False
+    if (path / HISTORY_FILE).is_file():
+        return True
+    checkpoints = path / "checkpoints"
+    return checkpoints.is_dir() and any(p.name.startswith("step-") for p in checkpoints.iterdir())
+
+
+def check_run_folder(run_dir: Path, *, resume: bool) -> None:
+    """Refuse, before anything is written there (not even a lock), a folder a run may not use: on
+    resume, one that is not a run; for a new run, one that holds a run or anything else."""
+    if resume:
+        if not is_run_folder(run_dir):
+            raise UserError(
+                f"{run_dir}: not a run folder (a run holds config.yaml beside {HISTORY_FILE}); give the "
+                "folder of a run to resume (--run-dir runs/<id>, or train.run_name)"
+            )
+        return
+    if not os.path.lexists(run_dir):
+        return
+    if run_dir.is_symlink() or not run_dir.is_dir():
+        raise UserError(f"{run_dir}: is not a folder; choose another train.run_name (or --run-dir)")
+    if is_run_folder(run_dir) or ((run_dir / "config.yaml").is_file() and (run_dir / LOCK_FILE).is_file()):
         raise UserError(
             f"{run_dir} already holds a run; continue it with --resume, or choose another train.run_name (or --run-dir)"
         )
-    return run_dir, lock
+    others = sorted(p.name for p in run_dir.iterdir() if p.name not in UNSTARTED_FILES)
+    if others:
+        raise UserError(
+            f"{run_dir}: the folder holds files that are not a run ({', '.join(others[:3])}"
+            f"{', ...' if len(others) > 3 else ''}); give a new or empty folder (--run-dir) or another train.run_name"
+        )
+
+
+def claim(run_dir: Path, *, fresh_id: bool, resume: bool) -> tuple[Path, RunLock]:
+    """Lock the folder a run writes, once `check_run_folder` accepts it: `run_dir` made unique first
+    when its id is a fresh timestamp."""
+    try:
+        if fresh_id:
+            run_dir = claim_new_run_dir(run_dir.parent, run_dir.name)
+        else:
+            check_run_folder(run_dir, resume=resume)
+        return run_dir, RunLock.acquire(run_dir)
+    except OSError as exc:  # a read-only working folder, no permission, a full disk
+        raise UserError(unwritable_run_folder(run_dir, exc.strerror or str(exc))) from None
+
+
+def unwritable_run_folder(run_dir: Path, reason: str) -> str:
+    """The one line for a run folder that cannot be written, naming the settings that move it."""
+    return (
+        f"{run_dir}: cannot write the run folder there ({reason}); give a writable folder with --run-dir, "
+        "or --set train.output_dir=DIR"
+    )

@@ -37,7 +37,6 @@ from searchgrpo.agents.llm_checker import PROMPT_VERSION, LLMChecker
 from searchgrpo.config import Config, to_yaml
 from searchgrpo.data.dataset import Dataset
 from searchgrpo.data.fingerprint import data_fingerprint
-from searchgrpo.episodes.world import load_dataset, make_env
 from searchgrpo.errors import UserError
 from searchgrpo.events import (
     CheckpointSaved,
@@ -70,6 +69,7 @@ from searchgrpo.train.run_lock import RunLock, claim, new_run_id
 from searchgrpo.train.state_pool import StatePool
 from searchgrpo.train.step_runner import StepRunner
 from searchgrpo.train.views import step_events
+from searchgrpo.world import load_dataset, make_env
 
 MAX_ISSUES_SHOWN = 20
 
@@ -133,7 +133,7 @@ class Trainer:
         with dist.main_first():  # rank 0 builds the demo world and converts the model once
             if self.dataset is None:
                 self.dataset = load_dataset(cfg)
-            base = resolve_base(cfg.model)
+            base = resolve_base(cfg)
         check_fits_model(cfg, base)
         ds = self.dataset
         per = cfg.train.states_per_step
@@ -149,10 +149,10 @@ class Trainer:
             self.sink(LogMessage("warning", text))
         fingerprint = data_fingerprint(ds)
         changes: list[tuple[str, Any, Any]] = []
-        if self.resume:
+        if self.resume:  # the refusals first, then the lock: a refused resume writes nothing
+            changes, warnings = check_resume(self.run_dir, cfg, fingerprint, allow_changes=self.allow_changes)
             if dist.is_main:
                 self._lock(self.run_dir)
-            changes, warnings = check_resume(self.run_dir, cfg, fingerprint, allow_changes=self.allow_changes)
             for text in warnings:
                 self.sink(LogMessage("warning", text))
             newest = newest_usable(self.run_dir)
@@ -237,6 +237,7 @@ class Trainer:
                 data=fingerprint,
                 changes=changes,
                 allowed=self.allow_changes and any(not is_free(k) for k, _, _ in changes),
+                train_questions=sorted({s.question_id for s in ds.train}),
             )
 
     def _lock(self, run_dir: Path) -> None:

@@ -107,7 +107,7 @@ def wait_for(condition, proc: subprocess.Popen | None = None, timeout: float = 1
 
 def tiny_world(tmp_path: Path) -> tuple[Path, Path]:
     """A private copy of the tiny demo world's (checkpoints folder, corpus file), safe to damage."""
-    from searchgrpo.episodes.world import build_demo, demo_dir
+    from searchgrpo.world import build_demo, demo_dir
     from tests.conftest import tiny_config
 
     cfg = tiny_config(tmp_path)

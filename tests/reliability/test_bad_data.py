@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from searchgrpo.config import load_config
-from searchgrpo.episodes.world import load_dataset
+from searchgrpo.world import load_dataset
 from tests.conftest import TINY_OVERRIDES
 from tests.reliability.helpers import SETS, assert_one_error_line, main_in_process, run_cli, tiny_world
 

@@ -96,7 +96,7 @@ def test_formatting_helpers():
 
 
 def test_model_output_is_made_safe_to_draw():
-    assert printable("a\x1b[2Jb\x00c\td\ne") == "a\ufffd[2Jb\ufffdc\td\ne"
+    assert printable("a\x1b[2Jb\x00c\td\ne\u202ef") == "a\\x1b[2Jb\\x00c\td\ne\\u202ef"  # the core's sanitiser
     assert printable("a\tb\nc", one_line=True) == "a b⏎c"
 
 

@@ -1,5 +1,9 @@
 """A run's world from the config: its data (corpus, states, labels, split), checker, search and env.
 
+The run's wiring: it joins the stages below it (data, retrieval, agents, env, episodes) into what
+training, evaluation, merge's parity check and `check` work on, so it sits above them all in the
+import-linter layers, just below `train`.
+
 The `llm` checker is opened through `searchgrpo.agents.endpoint`: the embedded llama.cpp server is
 started (or an external server's health is checked) and the verdict cache opened; `close()` on the
 checker releases both.
@@ -18,7 +22,7 @@ from pathlib import Path
 from searchgrpo.agents.checker import DocumentChecker, GoldChecker
 from searchgrpo.agents.endpoint import open_llm_checker
 from searchgrpo.agents.rules import RULES_VERSION
-from searchgrpo.config import Config, DemoConfig, home_dir
+from searchgrpo.config import Config, DemoConfig, cache_root
 from searchgrpo.data.corpus import Corpus, write_corpus
 from searchgrpo.data.dataset import Dataset, read_dataset
 from searchgrpo.data.demo_world import GENERATOR_VERSION, generate_world
@@ -27,8 +31,11 @@ from searchgrpo.data.questions import write_questions
 from searchgrpo.env.reward import RewardCalculator
 from searchgrpo.env.search_round import SearchRoundEnv
 from searchgrpo.errors import UserError
-from searchgrpo.fileio import atomic_dir
+from searchgrpo.fileio import OutputKind, atomic_dir, writing_cache
 from searchgrpo.retrieval.search import Retriever, SparseBM25Search, search_for_corpus
+
+DEMO_WORLD = OutputKind("demo world", "--out", folder=True)
+"""`demo-world --out`: a new or empty folder (nothing already there is ever written over)."""
 
 
 @dataclass(frozen=True)
@@ -41,11 +48,7 @@ class DemoPaths:
 
 def demo_dir(cfg: Config) -> Path:
     d = cfg.data.demo
-    return (
-        home_dir(cfg.model)
-        / "demo"
-        / f"v{GENERATOR_VERSION}.{RULES_VERSION}t-q{d.questions}-d{d.distractors}-s{d.seed}"
-    )
+    return cache_root(cfg) / "demo" / f"v{GENERATOR_VERSION}.{RULES_VERSION}t-q{d.questions}-d{d.distractors}-s{d.seed}"
 
 
 def build_demo(
@@ -58,7 +61,7 @@ def build_demo(
     from searchgrpo.episodes.collect import collect
 
     try:
-        with atomic_dir(target) as tmp:
+        with writing_cache(target, "demo world"), atomic_dir(target) as tmp:
             world = generate_world(demo.questions, demo.distractors, demo.seed)
             write_corpus(tmp / "corpus.jsonl", world.documents)
             write_questions(tmp / "questions.jsonl", world.questions)
@@ -103,11 +106,11 @@ def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:
     """The configured checker; an `llm` one owns its server and cache until `close()`."""
     if cfg.checker.backend == "gold":
         return GoldChecker(dataset.corpus, dataset.labels)
-    return open_llm_checker(cfg.checker, home_dir(cfg.model))
+    return open_llm_checker(cfg.checker, cache_root(cfg))
 
 
 def make_retriever(cfg: Config, dataset: Dataset) -> Retriever:
-    return search_for_corpus(dataset.corpus, cfg.env.search_backend, home_dir(cfg.model) / "indexes")
+    return search_for_corpus(dataset.corpus, cfg.env.search_backend, cache_root(cfg) / "indexes")
 
 
 def make_env(cfg: Config, dataset: Dataset, checker: DocumentChecker | None = None) -> SearchRoundEnv:

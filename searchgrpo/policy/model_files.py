@@ -1,0 +1,175 @@
+"""Model and adapter folders checked against what they claim, before and while their weights load.
+
+- `safetensors_problem` / `check_safetensors`: a safetensors file is whole when its header reads
+  and its tensors' data ends within the file; a truncated copy is one line naming the file.
+- `load_pretrained_checked`: `AutoModelForCausalLM.from_pretrained` with transformers' loading
+  info (`output_loading_info=True`): a folder whose config.json and weights disagree (a layer more
+  in config.json, a tensor deleted, a tensor left over) is refused in one line instead of being
+  used with random weights where its own are missing.
+- `adapter_fit`: a LoRA adapter against its own adapter_config.json (rank, adapted modules) and
+  against the base (every adapted layer exists with the shapes its matrices need), from the
+  safetensors headers alone, so that eval and merge refuse an adapter of another model before
+  any weight loads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+from searchgrpo.errors import UserError, one_line
+
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+"""The largest safetensors header the library itself reads."""
+SHOWN_KEYS = 3
+
+
+def safetensors_problem(path: Path) -> str:
+    """Why `path` is not a whole safetensors file, or '' when it is (only its header is read)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return f"{size} bytes, shorter than a safetensors header"
+            (length,) = struct.unpack("<Q", head)
+            if length > MAX_HEADER_BYTES or 8 + length > size:
+                return (
+                    f"its header announces {length:,} bytes but the file holds {size:,}: truncated or not safetensors"
+                )
+            header = json.loads(fh.read(length))
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    except (ValueError, UnicodeDecodeError):
+        return "its header is not valid JSON: damaged or not safetensors"
+    if not isinstance(header, dict):
+        return "its header is not a table of tensors"
+    ends = [
+        entry["data_offsets"][1]
+        for name, entry in header.items()
+        if name != "__metadata__" and isinstance(entry, dict) and isinstance(entry.get("data_offsets"), list)
+    ]
+    needed = 8 + length + max(ends, default=0)
+    if needed > size:
+        return f"truncated: its tensors end at byte {needed:,}, the file holds {size:,}"
+    return ""
+
+
+def check_safetensors(folder: Path, what: str) -> None:
+    """One line (UserError) naming the first safetensors file of `folder` that is not whole."""
+    for path in sorted(folder.glob("*.safetensors")):
+        problem = safetensors_problem(path)
+        if problem:
+            raise UserError(f"{what}: {path}: {problem}; copy or write it again")
+
+
+def loading_problems(info: dict[str, Any]) -> str:
+    """transformers' loading info in words ('' when every weight was found and used)."""
+    parts = []
+    for key, words in (
+        ("missing_keys", "missing (they would be random)"),
+        ("unexpected_keys", "unexpected (in the files, not in config.json)"),
+        ("mismatched_keys", "of another shape"),
+    ):
+        names = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get(key) or ())
+        if names:
+            shown = ", ".join(repr(n) for n in names[:SHOWN_KEYS]) + (", ..." if len(names) > SHOWN_KEYS else "")
+            parts.append(f"{len(names)} weights {words}: {shown}")
+    return "; ".join(parts)
+
+
+def load_pretrained_checked(path: Path, what: str, **kwargs: Any) -> Any:
+    """`AutoModelForCausalLM.from_pretrained(path, **kwargs)`, refused in one line naming `what`
+    (the setting that names the folder) when its files are damaged or disagree with config.json."""
+    from transformers import AutoModelForCausalLM
+
+    check_safetensors(path, what)
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(str(path), output_loading_info=True, **kwargs)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise UserError(f"{what}: {path} could not be loaded ({one_line(exc, 300)})") from None
+    problems = loading_problems(info)
+    if problems:
+        raise UserError(
+            f"{what}: {path}: its weights do not match its config.json ({problems}); was the folder edited "
+            "after it was written, or is a file missing?"
+        )
+    return model
+
+
+def _shapes(folder: Path) -> dict[str, list[int]]:
+    """Tensor name -> shape of every safetensors file in `folder`, from their headers alone."""
+    from safetensors import safe_open
+
+    shapes: dict[str, list[int]] = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as st:
+            for key in st.keys():  # noqa: SIM118 (safe_open has keys() but is not iterable)
+                shapes[key] = list(st.get_slice(key).get_shape())
+    return shapes
+
+
+def _adapter_config(adapter: Path) -> dict[str, Any]:
+    try:
+        config = json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{adapter / 'adapter_config.json'}: cannot be read ({one_line(exc, 120)})") from None
+    return config if isinstance(config, dict) else {}
+
+
+def adapter_fit(adapter: Path, base: Path) -> None:
+    """Raise a one-line UserError unless the LoRA adapter in `adapter` agrees with its own
+    adapter_config.json (each lora_A has `r` rows; each adapted module is a target) and every LoRA
+    pair fits a layer of the base model in `base`: the layer exists, lora_A is [r, in] and lora_B
+    is [out, r] of its [out, in]."""
+    where = adapter.parent if adapter.name == "adapter" else adapter
+    for path in sorted(adapter.glob("*.safetensors")):
+        problem = safetensors_problem(path)
+        if problem:
+            raise UserError(f"{where}: {path.name}: {problem}")
+    check_safetensors(base, "model.base")
+    try:
+        lora, weights = _shapes(adapter), _shapes(base)
+    except Exception as exc:  # a damaged header
+        raise UserError(
+            f"{where}: cannot read the adapter or base model's tensor headers ({one_line(exc, 160)})"
+        ) from None
+    config = _adapter_config(adapter)
+    rank = config.get("r")
+    patterns = config.get("rank_pattern") or {}
+    targets = config.get("target_modules")
+    for key, shape in sorted(lora.items()):
+        m = re.fullmatch(r"(?:base_model\.model\.)?(.+)\.lora_([AB])\.weight", key)
+        if not m:
+            continue
+        layer, which = m.group(1), m.group(2)
+        if isinstance(rank, int) and not patterns and len(shape) == 2:
+            got = shape[0] if which == "A" else shape[1]
+            if got != rank:
+                raise UserError(
+                    f"{where}: adapter_config.json says r = {rank}, but its weights have rank {got} "
+                    f"({layer}.lora_{which} is {shape}); the config and the weights are of different adapters"
+                )
+        if isinstance(targets, list) and targets and not any(layer == t or layer.endswith(f".{t}") for t in targets):
+            raise UserError(
+                f"{where}: the weights adapt {layer}, which adapter_config.json's target_modules {targets} do not "
+                "name; the config and the weights are of different adapters"
+            )
+        if not weights:
+            continue
+        base_shape = weights.get(f"{layer}.weight")
+        if base_shape is None or len(base_shape) != 2 or len(shape) != 2:
+            raise UserError(
+                f"{where}: the adapter adapts {layer}, which the base model ({base}) does not "
+                "have; was it trained on another model?"
+            )
+        out_features, in_features = base_shape
+        ok = shape[1] == in_features if which == "A" else shape[0] == out_features
+        if not ok:
+            raise UserError(
+                f"{where}: the adapter's {layer}.lora_{which} is {shape}, which does not fit the "
+                f"base model's {layer} of shape {base_shape}; was it trained on another model?"
+            )
