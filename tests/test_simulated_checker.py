@@ -120,7 +120,7 @@ def test_overlap_bias():
 def test_config_keys_and_one_line_errors():
     cfg = load_config(None, ["checker.backend=simulated", "checker.judge_noise=0.2", "checker.judge_bias=length"])
     assert cfg.checker.judge_noise == 0.2 and cfg.checker.judge_bias == "length"
-    with pytest.raises(ConfigError, match="set checker.backend: simulated"):
+    with pytest.raises(ConfigError, match=r"set checker\.backend: simulated"):
         load_config(None, ["checker.judge_noise=0.2"])
     with pytest.raises(ConfigError, match="judge_noise"):
         load_config(None, ["checker.backend=simulated", "checker.judge_noise=1.5"])
