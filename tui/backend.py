@@ -1,5 +1,5 @@
-"""The one boundary between the console and the core: train, eval and merge requests in, typed
-results out.
+"""The one boundary between the console and the core: train, eval, merge and audit requests in,
+typed results out.
 
 The console never calls `searchgrpo.runs` (or anything that imports torch) itself: it holds a
 `Backend`. `CoreBackend` is the real one and imports the core lazily, inside each call, so the
@@ -54,6 +54,23 @@ class MergeRequest:
 
 
 @dataclass(frozen=True)
+class AuditRequest:
+    """Audit the configured checker against gold (the fields of the core's AuditRequest that the
+    console sets): on a question set, or on the config's data when `questions` is None."""
+
+    questions: str | None = None
+    pairs: int = 500
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class AuditDone:
+    """The audit wrote its JSON report (and its plot, when matplotlib is there) here."""
+
+    path: str
+
+
+@dataclass(frozen=True)
 class EvalDone:
     """Eval wrote its JSON report here."""
 
@@ -88,6 +105,9 @@ class Backend(Protocol):
         self, cfg: Config, request: MergeRequest, sink: EventSink, stop: threading.Event
     ) -> MergeDone | MergeRefused:
         """Run merge; an existing output is refused, not replaced, unless `request.overwrite`."""
+
+    def audit(self, cfg: Config, request: AuditRequest, sink: EventSink, stop: threading.Event) -> AuditDone:
+        """Run the checker audit; returns where the report is."""
 
     def newest_run(self, output_dir: str | Path) -> Path | None:
         """The newest run folder under `output_dir`."""
@@ -132,6 +152,20 @@ class CoreBackend:
             return MergeDone([str(p) for p in runs.merge(cfg, core, sink, stop)])
         except OutputExists as exc:
             return MergeRefused(list(exc.paths))
+
+    def audit(self, cfg: Config, request: AuditRequest, sink: EventSink, stop: threading.Event) -> AuditDone:
+        import importlib.util
+
+        from searchgrpo import runs
+        from searchgrpo.evaluate.checker_audit import AuditRequest as CoreAuditRequest
+
+        core = CoreAuditRequest(
+            questions=request.questions,
+            pairs=request.pairs,
+            seed=request.seed,
+            plot=importlib.util.find_spec("matplotlib") is not None,  # the plot is optional here
+        )
+        return AuditDone(str(runs.audit_checker(cfg, core, sink, stop)))
 
     def newest_run(self, output_dir: str | Path) -> Path | None:
         from searchgrpo import runs
