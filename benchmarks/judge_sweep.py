@@ -262,6 +262,7 @@ def plot(sweep: dict[str, Any], path: Path) -> None:
         if oracle:
             ax.axhline(oracle["gain"][name]["diff"] * 2 / 3, color=colours[j % 4], ls=":", lw=0.8)
     ax.axhline(0, color="grey", lw=0.6)
+    ax.set_xlim(right=1.03)  # the oracle sits at 1
     ax.set_xlabel("judge's audited agreement with gold (3 labels, 95% CI)")
     ax.set_ylabel("held-out recall@10 docs gain over the baseline (95% CI)")
     ax.set_title("training on a judge's labels, measured on gold (dotted: 2/3 of the oracle's gain)", fontsize=9)
