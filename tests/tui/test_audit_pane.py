@@ -27,9 +27,16 @@ class AuditingBackend(ScriptedBackend):
 
 
 async def open_audit_tab(pilot) -> None:
-    await pilot.press("6")
+    """Press 6 until the Audit tab shows (a key pressed while the app is still starting can be lost
+    on a busy machine: the state is waited for, the key repeated, no time assumed)."""
     target = pilot.app.query_one("#audit-questions")
-    await until(pilot, lambda: pilot.app.focused is target, "the Audit tab")
+    for _ in range(20):
+        await pilot.press("6")
+        for _ in range(50):
+            if pilot.app.focused is target:
+                return
+            await pilot.pause(0.02)
+    raise AssertionError("never reached: the Audit tab")
 
 
 def cells(table: DataTable) -> dict[str, list[str]]:
