@@ -551,9 +551,10 @@ class CheckerConfig:
     with gold is then 1 - judge_noise. See searchgrpo/agents/simulated_checker.py."""
 
     judge_bias: Literal["none", "length", "overlap"] = "none"
-    """`simulated` backend: documents the judge over-rates. `length`: texts longer than 75% of the
-    corpus's; `overlap`: documents holding at least half of the question's content words. A share
-    `judge_bias_rate` of such documents that gold does not call IMPORTANT are called IMPORTANT."""
+    """`simulated` backend: documents the judge over-rates. `length`: documents longer (title and
+    text) than 75% of the corpus's; `overlap`: documents holding at least half of the question's
+    content words. A share `judge_bias_rate` of such documents that gold does not call IMPORTANT
+    are called IMPORTANT."""
 
     judge_bias_rate: float = fraction(0.5)
     """`simulated` backend with `judge_bias`: the share of over-rated documents given a false IMPORTANT."""

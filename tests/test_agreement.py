@@ -80,8 +80,8 @@ def test_reliability_table_and_ece_by_hand():
 def test_quantile_edges_bins_and_counts():
     edges = ag.quantile_edges([1, 2, 3, 4, 5, 6, 7, 8], 4)
     assert edges == pytest.approx([2.75, 4.5, 6.25])
-    assert ag.bin_of([1, 2.75, 3, 4.5, 5, 8], edges).tolist() == [0, 0, 1, 1, 2, 3]
-    assert ag.bin_of([0.0, 0.2, 1 / 3, 0.5, 1.0], [0.0, 1 / 3, 2 / 3]).tolist() == [0, 1, 1, 2, 3]
+    assert ag.bin_of([1, 2.75, 3, 4.5, 5, 8], edges).tolist() == [0, 1, 1, 2, 2, 3]
+    assert ag.bin_of([0.0, 0.2, 0.25, 0.5, 0.74, 0.75, 1.0], [0.25, 0.5, 0.75]).tolist() == [0, 0, 1, 2, 2, 3, 3]
     counts = ag.per_question_counts([0, 0, 1, 1], [0, 1, 1, 1], [[True, False, True, True]], 2, 2)
     assert counts.tolist() == [[[1, 1], [1, 0]], [[0, 0], [2, 2]]]
 

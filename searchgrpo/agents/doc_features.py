@@ -5,8 +5,8 @@ with the question. The checker audit bins its verdicts by these two features (bi
 `simulated` checker's bias judges add false IMPORTANT verdicts by them. Both read the same
 definitions, here:
 
-- length: the number of tokens of the document's text (the title not counted), with the
-  retriever's tokeniser (lowercase alphanumeric runs);
+- length: the number of tokens of the document's title and text, with the retriever's tokeniser
+  (lowercase alphanumeric runs);
 - overlap: the share of the question's distinct content words (tokens that are not in
   `FUNCTION_WORDS` and have at least 2 characters) that occur among the document's title and text
   tokens; 0 for a question without content words.
@@ -32,9 +32,9 @@ def content_words(text: str) -> frozenset[str]:
     return frozenset(t for t in tokenize(text) if len(t) >= 2 and t not in FUNCTION_WORDS)
 
 
-def doc_length(text: str) -> int:
-    """Tokens of a document's text (see the module docstring)."""
-    return len(tokenize(text))
+def doc_length(title: str, text: str) -> int:
+    """Tokens of a document's title and text (see the module docstring)."""
+    return len(tokenize(f"{title} {text}"))
 
 
 def question_overlap(question: str, title: str, text: str) -> float:

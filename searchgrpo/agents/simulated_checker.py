@@ -8,7 +8,7 @@ whatever the sub-goals, the batch, the process or the order of requests: a froze
 1. The label starts as the `gold` backend's (IMPORTANT for the data's gold documents, RELEVANT or
    IRRELEVANT by its rule; `agents/checker.py`).
 2. Bias (`checker.judge_bias`: length or overlap): a document that is not IMPORTANT and is *long*
-   (its text has more tokens than 75% of the corpus's documents) or *overlapping* (it holds at
+   (its title and text have more tokens than 75% of the corpus's documents have) or *overlapping* (it holds at
    least half of the question's content words; `doc_features.py`) becomes IMPORTANT when its bias
    draw is below `checker.judge_bias_rate`.
 3. Noise (`checker.judge_noise` = p): when its noise draw is below p, the label is replaced by one
@@ -67,13 +67,13 @@ class SimulatedChecker:
         self._counts = {"requests": 0.0, "flipped": 0.0, "biased": 0.0, "wall_s": 0.0}
 
     def _long_threshold(self) -> float:
-        lengths = [doc_length(d.text) for d in self.gold.corpus]
+        lengths = [doc_length(d.title, d.text) for d in self.gold.corpus]
         return float(np.quantile(lengths, LONG_QUANTILE)) if lengths else 0.0
 
     def biased(self, request: CheckRequest) -> bool:
         """Whether the document has the feature this judge over-rates."""
         if self.bias == "length":
-            return doc_length(request.text) > self.long_tokens
+            return doc_length(request.title, request.text) > self.long_tokens
         if self.bias == "overlap":
             return question_overlap(request.question, request.title, request.text) >= OVERLAP_SHARE
         return False

@@ -126,9 +126,9 @@ def quantile_edges(values: Sequence[float], parts: int = 4) -> list[float]:
 
 
 def bin_of(values: Sequence[float], edges: Sequence[float]) -> np.ndarray:
-    """Each value's bin for inner `edges` e_1 < ... : bin 0 is (-inf, e_1], bin i is (e_i, e_i+1],
-    the last (e_last, inf)."""
-    return np.searchsorted(np.asarray(edges, dtype=np.float64), np.asarray(values, dtype=np.float64), side="left")
+    """Each value's bin for inner `edges` e_1 <= ... : bin 0 is (-inf, e_1), bin i is [e_i, e_i+1),
+    the last [e_last, inf) (the hack radar's bins, `train/judge_radar.py`)."""
+    return np.searchsorted(np.asarray(edges, dtype=np.float64), np.asarray(values, dtype=np.float64), side="right")
 
 
 def per_question_counts(

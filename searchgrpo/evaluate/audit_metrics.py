@@ -10,8 +10,9 @@ calibration and bias probes, each with a bootstrap CI over questions where it ha
 - `calibration` (only when verdicts carry `probs`): a reliability table and ECE for P(IMPORTANT)
   against gold IMPORTANT, and for the verdict's own probability against its being right.
 - `bias`: the judge's and gold's IMPORTANT rates, and their difference, per quartile of document
-  length (tokens, quartiles of the audited pairs) and per bin of word overlap with the question
-  (none, up to a third, up to two thirds, more; `agents/doc_features.py`).
+  length (tokens of title and text, quartiles of the audited pairs) and per quarter of word
+  overlap with the question ([0, .25), [.25, .5), [.5, .75), [.75, 1]: the hack radar's bins;
+  `agents/doc_features.py`).
 
 The figures describe the stratified sample (a third of it gold documents when every stratum has
 enough pairs), not the mix of documents a policy retrieves.
@@ -33,8 +34,8 @@ from searchgrpo.evaluate.stats import paired_ratio_diff_ci, ratio_ci
 LABELS: tuple[Label, ...] = tuple(Label)
 INDEX = {lab: i for i, lab in enumerate(LABELS)}
 IMPORTANT = INDEX[Label.IMPORTANT]
-OVERLAP_EDGES = (0.0, 1 / 3, 2 / 3)
-OVERLAP_NAMES = ("none", "(0, 1/3]", "(1/3, 2/3]", "(2/3, 1]")
+OVERLAP_EDGES = (0.25, 0.5, 0.75)
+OVERLAP_NAMES = ("[0, .25)", "[.25, .5)", "[.5, .75)", "[.75, 1]")
 CALIBRATION_BINS = 10
 
 
@@ -157,7 +158,7 @@ def audit_figures(
         "calibration": calibration(pairs, verdicts),
         "bias": {
             "length": {
-                "unit": "tokens of the document's text",
+                "unit": "tokens of the document's title and text",
                 "edges": edges,
                 "bins": rate_bins(
                     q_index, ag.bin_of(lengths, edges), judged, gold_imp, length_names, len(questions), boot
@@ -178,4 +179,4 @@ def _length_names(edges: Sequence[float]) -> list[str]:
     if not edges:
         return ["all"]
     cuts = [f"{e:g}" for e in edges]
-    return [f"<= {cuts[0]}", *(f"({a}, {b}]" for a, b in itertools.pairwise(cuts)), f"> {cuts[-1]}"]
+    return [f"< {cuts[0]}", *(f"[{a}, {b})" for a, b in itertools.pairwise(cuts)), f">= {cuts[-1]}"]

@@ -255,7 +255,7 @@ def _pair(
         stratum,
         request,
         reference.label(request).label,
-        doc_length(doc.text),
+        doc_length(doc.title, doc.text),
         question_overlap(question, doc.title, doc.text),
     )
 
