@@ -19,6 +19,14 @@ One command, end to end:
    document found), each difference with its paired bootstrap 95% CI;
 4. writes results.json (every figure, the exact command, the training curve, the goals of issue
    #14 and whether each was met), the eval reports, and efficacy.png.
+
+The reward's judge during training is `checker.backend` (gold by default): `--checker base` trains
+with the in-process judge, `--checker simulated --judge-noise p` / `--judge-bias length|overlap`
+with a simulated one (docs/checker.md). Whatever the training judge, the traces are collected and
+every evaluation is scored with the gold checker, so runs with different judges are measured
+alike. `--rounds-only` skips the episode evaluations; `--resume` continues an interrupted run in
+`--out` (a finished training is not repeated, nor an evaluation whose report is there).
+`benchmarks/judge_sweep.py` runs this for several judges at once.
 """
 
 from __future__ import annotations
@@ -106,6 +114,19 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "efficacy")
     p.add_argument("--set", dest="overrides", action="append", default=[], help="config override")
     p.add_argument(
+        "--checker",
+        choices=("gold", "llm", "base", "simulated"),
+        help="the judge whose verdicts train the policy (default: checker.backend); evaluation is always gold",
+    )
+    p.add_argument("--judge-noise", type=float, help="simulated judge: share of verdicts flipped (checker.judge_noise)")
+    p.add_argument("--judge-bias", choices=("none", "length", "overlap"), help="simulated judge: what it over-rates")
+    p.add_argument(
+        "--judge-bias-rate", type=float, help="simulated judge: share of over-rated documents made IMPORTANT"
+    )
+    p.add_argument("--judge-seed", type=int, help="simulated judge: the seed of its draws")
+    p.add_argument("--rounds-only", action="store_true", help="evaluate per round only (no whole episodes)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    p.add_argument(
         "--report",
         type=Path,
         metavar="RESULTS_JSON",
@@ -125,9 +146,49 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-def train(cfg: Any, out: Path, minutes: float | None) -> tuple[Path, list[dict[str, float]], float]:
+def judge_overrides(args: argparse.Namespace) -> list[str]:
+    """The training judge's config keys from --checker and --judge-*."""
+    out = [f"checker.backend={args.checker}"] if args.checker else []
+    for flag, key in (
+        ("judge_noise", "judge_noise"),
+        ("judge_bias", "judge_bias"),
+        ("judge_bias_rate", "judge_bias_rate"),
+        ("judge_seed", "judge_seed"),
+    ):
+        if getattr(args, flag) is not None:
+            out.append(f"checker.{key}={getattr(args, flag)}")
+    return out
+
+
+GOLD_JUDGE = {"checker.backend": "gold", "checker.judge_noise": 0.0, "checker.judge_bias": "none"}
+"""What collection and evaluation use, whatever judge trains the policy."""
+
+
+def events_curve(run_dir: Path) -> tuple[list[dict[str, float]], float]:
+    """The curve of a run's events.jsonl (the last record of a step repeated after a resume wins)
+    and its wall-clock seconds."""
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    points: dict[tuple[str, int], dict[str, float]] = {}
+    for e in events:
+        if e.get("type") in ("StepFinished", "EvalFinished"):
+            points[(e["type"], e["step"])] = {"step": e["step"], **e["metrics"]}
+    times = [e["time"] for e in events if "time" in e]
+    curve = [points[k] for k in sorted(points, key=lambda k: (k[1], k[0] != "StepFinished"))]
+    return curve, (max(times) - min(times)) if times else 0.0
+
+
+def train(
+    cfg: Any, out: Path, minutes: float | None, resume: bool = False
+) -> tuple[Path, list[dict[str, float]], float]:
+    run_dir = out / "run"
+    done = run_dir / "trained.json"
+    if resume and done.is_file():  # trained to its end (steps or minutes) before: not again
+        ckpt = latest_checkpoint(run_dir)
+        assert ckpt is not None
+        return ckpt.path, *events_curve(run_dir)
+    resume = resume and (run_dir / "config.yaml").is_file()
     control = TrainerControl()
-    trainer = Trainer(cfg, control=control, run_dir=out / "run")
+    trainer = Trainer(cfg, control=control, run_dir=run_dir, resume=resume)
     curve: list[dict[str, float]] = []
 
     def record(event: Any) -> None:
@@ -148,7 +209,12 @@ def train(cfg: Any, out: Path, minutes: float | None) -> tuple[Path, list[dict[s
         jsonl.close()
     ckpt = latest_checkpoint(trainer.run_dir)
     assert ckpt is not None
-    return ckpt.path, curve, time.time() - started
+    seconds = time.time() - started
+    if resume:
+        curve, seconds = events_curve(trainer.run_dir)
+    # Ended by its steps or its minutes (a killed run never gets here, and --resume continues it).
+    done.write_text(json.dumps({"checkpoint": str(ckpt.path), "seconds": seconds}))
+    return ckpt.path, curve, seconds
 
 
 def trained_elsewhere(run_dir: Path) -> tuple[Path, list[dict[str, float]], float]:
@@ -172,7 +238,17 @@ def summarise(path: Path) -> dict[str, Any]:
     data = json.loads(path.read_text())
     out = {
         k: data[k]
-        for k in ("format", "mode", "headline", "questions", "aggregate", "paired", "clue_checks", "executor")
+        for k in (
+            "format",
+            "mode",
+            "headline",
+            "questions",
+            "checker",
+            "aggregate",
+            "paired",
+            "clue_checks",
+            "executor",
+        )
         if k in data
     }
     out["report"] = path.name
@@ -197,10 +273,13 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     for name, sets in results["heldout"].items():
         for goal, metric, kind, threshold in GOALS:
             part = (
-                sets["episodes"]
+                sets.get("episodes")
                 if metric in ("recall_round_3", "median_rounds_to_full", "checker_docs_per_important")
                 else sets["rounds"]
             )
+            if part is None:
+                rows.append({"set": name, "goal": goal, "value": "not measured (--rounds-only)", "met": None})
+                continue
             tuned = next(p for p in part["aggregate"] if p != "baseline")
             if kind == "clue<=":
                 if metric not in part["clue_checks"][tuned]:
@@ -299,6 +378,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
     styles = ("-", "--", ":", "-.")
     for j, name in enumerate(sets):
+        if "episodes" not in results["heldout"][name]:
+            continue
         curve = results["heldout"][name]["episodes"]["curve"]
         for k, (pol, ys) in enumerate(curve.items()):
             ax3.plot(
@@ -347,6 +428,8 @@ def markdown(results: dict[str, Any]) -> str:
                 ),
             ),
         ):
+            if part not in r:
+                continue
             res = r[part]
             tuned = next(p for p in res["aggregate"] if p != "baseline")
             unit = f"{res.get('states', res['questions'])} {'states' if part == 'rounds' else 'questions'}"
@@ -407,14 +490,17 @@ def main() -> None:
     claim_output(args.out, results_folder)
     args.out.mkdir(parents=True, exist_ok=True)
     command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-    cfg = load_config(ROOT / "config.yaml", [*EXPERIMENT, f"train.max_steps={steps}", *args.overrides])
-
-    collected = collect_question_set(cfg, args.train_set)
-    cfg = cfg.replace(**{"data.traces": str(collected.traces), "data.corpus": str(collected.corpus)})
+    cfg = load_config(
+        ROOT / "config.yaml", [*EXPERIMENT, f"train.max_steps={steps}", *args.overrides, *judge_overrides(args)]
+    )
+    gold_cfg = cfg.replace(**GOLD_JUDGE)  # collection and evaluation, whatever the training judge
+    collected = collect_question_set(gold_cfg, args.train_set)
+    data = {"data.traces": str(collected.traces), "data.corpus": str(collected.corpus)}
+    cfg, gold_cfg = cfg.replace(**data), gold_cfg.replace(**data)
     if args.run_dir:
         checkpoint, curve, seconds = trained_elsewhere(args.run_dir)
     else:
-        checkpoint, curve, seconds = train(cfg, args.out, args.minutes)
+        checkpoint, curve, seconds = train(cfg, args.out, args.minutes, args.resume)
     results: dict[str, Any] = {
         "command": command,
         "train_set": str(args.train_set),
@@ -422,6 +508,8 @@ def main() -> None:
         "steps": max((c["step"] for c in curve), default=0),
         "checkpoint": str(checkpoint),
         "config": cfg.to_dict(),
+        "judge": {k: v for k, v in cfg.to_dict()["checker"].items() if k == "backend" or k.startswith("judge_")},
+        "eval_checker": gold_cfg.checker.backend,
         "curve": curve,
         "heldout": {},
     }
@@ -434,15 +522,18 @@ def main() -> None:
     for name, questions in sets:
         stem = "split" if questions is None else Path(questions).stem
         common = dict(baseline=True, checkpoints=[str(checkpoint)], seed=0, questions=questions)
-        rounds = run_eval(cfg, EvalRequest(**common, limit=eval_limit, output=str(args.out / f"eval-{stem}.json")))
-        episodes = run_eval(
-            cfg,
-            EvalRequest(**common, limit=episode_limit, episodes=True, output=str(args.out / f"episodes-{stem}.json")),
-        )
-        results["heldout"][name] = {"rounds": summarise(rounds), "episodes": summarise(episodes)}
+        rounds_path, episodes_path = args.out / f"eval-{stem}.json", args.out / f"episodes-{stem}.json"
+        if not (args.resume and rounds_path.is_file()):  # reports are written whole, so one there is complete
+            run_eval(gold_cfg, EvalRequest(**common, limit=eval_limit, output=str(rounds_path)))
+        results["heldout"][name] = {"rounds": summarise(rounds_path)}
+        if not args.rounds_only:
+            if not (args.resume and episodes_path.is_file()):
+                run_eval(gold_cfg, EvalRequest(**common, limit=episode_limit, episodes=True, output=str(episodes_path)))
+            results["heldout"][name]["episodes"] = summarise(episodes_path)
         (args.out / "results.json").write_text(json.dumps(results, indent=2))  # kept as each set finishes
-        print(f"{name}: {load_report(rounds).headline} and episodes written")
+        print(f"{name}: {load_report(rounds_path).headline}" + ("" if args.rounds_only else " and episodes written"))
     results["goals"] = goals(results)
+    results["complete"] = True
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     plot(results, args.out / "efficacy.png")
     print(markdown(results))

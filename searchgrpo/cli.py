@@ -9,6 +9,7 @@
     searchgrpo config                        the resolved config, documented
     searchgrpo demo-world --out DIR          write a demo world (corpus, questions, traces)
     searchgrpo collect --questions FILE --out DIR   traces + corpus from a question set
+    searchgrpo audit-checker --questions FILE    the configured checker against gold labels
     searchgrpo serve                         the frozen agents' OpenAI-compatible server (llama.cpp)
 
 Every command takes `--config PATH` (default: ./config.yaml if present, else built-in defaults)
@@ -299,6 +300,53 @@ def evaluate(
     for table in eval_tables(path):
         console.print(table)
     console.print(plain(f"report: {path}"), highlight=False)
+
+
+@app.command("audit-checker")
+def audit_checker(
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
+    questions: Annotated[
+        Path | None, typer.Option(help="A question set with gold evidence (the JSONL collect --questions reads).")
+    ] = None,
+    traces: Annotated[
+        Path | None, typer.Option(help="Or traces whose runs' meta.json list gold_docids (with --corpus).")
+    ] = None,
+    corpus: Annotated[Path | None, typer.Option(help="The corpus for --traces.")] = None,
+    pairs: Annotated[int, typer.Option(help="(state, document) pairs to label.")] = 500,
+    seed: Annotated[int, typer.Option(help="Seeds the sample and the bootstrap.")] = 0,
+    output: Annotated[
+        Path | None, typer.Option(help="The JSON report (default runs/audits/audit-<time>.json; the PNG beside it).")
+    ] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing --output that is not an audit report.")] = False,
+    plot: Annotated[bool, typer.Option(help="Write the PNG beside the report (needs matplotlib).")] = True,
+) -> None:
+    """Audit the configured checker (checker.backend) against gold labels: agreement, kappa, precision
+    and recall with CIs, calibration, speed and bias probes; write a JSON report and a PNG."""
+    from rich.console import Console
+
+    from searchgrpo import runs
+    from searchgrpo.evaluate.audit_report import audit_tables, load_audit_report
+    from searchgrpo.evaluate.checker_audit import AuditRequest
+    from searchgrpo.terminal import audit_progress, plain
+
+    request = AuditRequest(
+        questions=str(questions) if questions else None,
+        traces=str(traces) if traces else None,
+        corpus=str(corpus) if corpus else None,
+        pairs=pairs,
+        seed=seed,
+        output=str(output) if output else None,
+        overwrite=overwrite,
+        plot=plot,
+    ).checked()
+    cfg, _ = load(config, overrides)
+    console = Console()
+    with audit_progress(Console(stderr=True)) as sink:
+        path = runs.audit_checker(cfg, request, sink)
+    for table in audit_tables(load_audit_report(path)):
+        console.print(table)
+    console.print(plain(f"report: {path}" + (f", plot: {path.with_suffix('.png')}" if plot else "")), highlight=False)
 
 
 @app.command()

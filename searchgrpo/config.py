@@ -483,10 +483,11 @@ class EnvConfig:
 class CheckerConfig:
     """The frozen DocumentChecker that labels retrieved documents, and the server behind it."""
 
-    backend: Literal["gold", "llm"] = "gold"
+    backend: Literal["gold", "llm", "simulated"] = "gold"
     """`gold`: labels from the data (IMPORTANT = gold; RELEVANT by a documented rule; else
     IRRELEVANT), no model. `llm`: the frozen base LLM over an OpenAI-compatible server, as in
-    the seed (slower; verdicts are cached)."""
+    the seed (slower; verdicts are cached). `simulated`: gold's labels with seeded noise and bias
+    (`judge_noise`, `judge_bias`), a judge of known quality for controlled studies."""
 
     server: str = checked(
         "embedded",
@@ -548,6 +549,23 @@ class CheckerConfig:
     server_threads: int = non_negative(0)
     """CPU threads of the embedded server. 0: every core, at most 8 (the trainer is idle while
     it waits for verdicts). Set fewer when other work shares the machine."""
+
+    judge_noise: float = fraction(0.0)
+    """`simulated` backend: the share of verdicts whose label is replaced by one of the two others
+    (equally likely), drawn per (question, document) from `judge_seed`: the three-label agreement
+    with gold is then 1 - judge_noise. See searchgrpo/agents/simulated_checker.py."""
+
+    judge_bias: Literal["none", "length", "overlap"] = "none"
+    """`simulated` backend: documents the judge over-rates. `length`: documents longer (title and
+    text) than 75% of the corpus's; `overlap`: documents holding at least half of the question's
+    content words. A share `judge_bias_rate` of such documents that gold does not call IMPORTANT
+    are called IMPORTANT."""
+
+    judge_bias_rate: float = fraction(0.5)
+    """`simulated` backend with `judge_bias`: the share of over-rated documents given a false IMPORTANT."""
+
+    judge_seed: int = non_negative(0)
+    """`simulated` backend: the seed of its draws (another seed, another frozen judge of the same quality)."""
 
     max_reply_bytes: int = between(4 * 1024 * 1024, 1024, 1024**3)
     """Largest reply body accepted from the server, in bytes. A longer reply is refused as soon as
@@ -815,6 +833,12 @@ def _cross_checks(cfg: Config, source: str) -> None:
         raise ConfigError(f"{source}: env.min_clues = {cfg.env.min_clues} is above env.max_clues = {cfg.env.max_clues}")
     if cfg.model.load_in_4bit and cfg.model.device == "cpu":
         raise ConfigError(f"{source}: model.load_in_4bit = true needs CUDA, but model.device = 'cpu'")
+    judge = cfg.checker
+    if judge.backend != "simulated" and (judge.judge_noise > 0 or judge.judge_bias != "none"):
+        raise ConfigError(
+            f"{source}: checker.judge_noise / checker.judge_bias make a simulated judge, but checker.backend = "
+            f"{judge.backend}; set checker.backend: simulated, or leave judge_noise at 0 and judge_bias at none"
+        )
 
 
 RENAMED_KEYS = {("data", "checkpoints"): ("data", "traces"), ("model", "cache_dir"): ("paths", "cache_root")}

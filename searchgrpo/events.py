@@ -229,8 +229,38 @@ class MergeFinished:
 
 
 @dataclass(frozen=True)
+class AuditStarted:
+    """`audit-checker` began: the checker audited and how many (context, document) pairs it labels."""
+
+    backend: str
+    checker: str
+    pairs: int
+    output: str
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class AuditProgress:
+    """`audit-checker` has `done` of `total` verdicts, after `seconds` inside the checker."""
+
+    done: int
+    total: int
+    seconds: float = 0.0
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class AuditReportWritten:
+    """`audit-checker` wrote its JSON report; `summary` holds its headline figures."""
+
+    path: str
+    summary: dict[str, float]
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
 class JobFailed:
-    """An `eval` or `merge` job ended with an error."""
+    """An `eval`, `merge` or `audit` job ended with an error."""
 
     job: str
     error: str
@@ -255,6 +285,9 @@ Event = (
     | MergeStarted
     | MergeProgress
     | MergeFinished
+    | AuditStarted
+    | AuditProgress
+    | AuditReportWritten
     | JobFailed
 )
 EventSink = Callable[[Any], None]

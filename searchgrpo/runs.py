@@ -8,7 +8,8 @@ benchmarks all run them, and how runs are found on disk.
   it later. The log and the trackers open once the trainer has claimed its folder (a run that
   fails its checks leaves none); every event is passed through `sinks.redacting` first, so no
   registered secret reaches any of them.
-- `evaluate`, `merge`: the eval and merge jobs, with the libraries' chatter silenced.
+- `evaluate`, `merge`, `audit_checker`: the eval, merge and checker-audit jobs, with the libraries'
+  chatter silenced.
 - `launch_data_parallel`: re-run a `searchgrpo train` command line under torchrun.
 - `stop_on_signals`: Ctrl-C / SIGTERM / SIGHUP ask a run to stop with a checkpoint; a second one aborts.
 
@@ -306,6 +307,16 @@ def merge(cfg: Config, request: Any, sink: EventSink | None = None, stop: thread
             raise UserError(f"{out}: no runs with checkpoints; give --run-dir or --checkpoint")
         request = dataclasses.replace(request, run_dir=str(run_dir))
     return run_merge(cfg, request, sink, stop)
+
+
+def audit_checker(
+    cfg: Config, request: Any, sink: EventSink | None = None, stop: threading.Event | None = None
+) -> Path:
+    """Audit the configured checker against gold (`AuditRequest`); returns the report's path."""
+    quiet_libraries()
+    from searchgrpo.evaluate.checker_audit import run_audit
+
+    return run_audit(cfg, request, sink, stop)
 
 
 # --------------------------------------------------------------------------- data

@@ -23,6 +23,8 @@ from rich.markup import escape
 
 from searchgrpo.errors import one_line, printable
 from searchgrpo.events import (
+    AuditProgress,
+    AuditStarted,
     CheckpointSaved,
     EvalFinished,
     EvalProgress,
@@ -208,6 +210,70 @@ def merge_progress(console: Any, finished: list[MergeFinished]) -> Iterator[Even
                 print_line(progress.console, f"{event.level}: {one_line(event.text)}")
 
         yield sink
+
+
+@contextlib.contextmanager
+def audit_progress(console: Any, every_s: float = 30.0) -> Iterator[EventSink]:
+    """A sink for `audit-checker`: a bar on a terminal; elsewhere (a log file, a pipe) one line per
+    `every_s` seconds at most and at least, from a timer, so a long audit is never silent."""
+    import threading
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    state = {"done": 0, "total": 0, "seconds": 0.0, "last": time.monotonic()}
+
+    def line() -> str:
+        rate = state["done"] / state["seconds"] if state["seconds"] else 0.0
+        return f"audit: {state['done']}/{state['total']} verdicts, {rate:.2f} per second"
+
+    if console.is_terminal:
+        with Progress(
+            TextColumn("[bold]audit"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console
+        ) as progress:
+            task = progress.add_task("audit", total=None)
+
+            def sink(event: Any) -> None:
+                if isinstance(event, AuditStarted):
+                    progress.update(task, total=event.pairs)
+                elif isinstance(event, AuditProgress):
+                    progress.update(task, completed=event.done, total=event.total)
+                elif isinstance(event, LogMessage):
+                    print_line(progress.console, f"{event.level}: {one_line(event.text)}")
+
+            yield sink
+        return
+    stopped = threading.Event()
+    lock = threading.Lock()
+
+    def say(text: str) -> None:
+        with lock:
+            state["last"] = time.monotonic()
+            print_line(console, text)
+
+    def beat() -> None:
+        while not stopped.wait(1.0):
+            if time.monotonic() - state["last"] >= every_s:
+                say(line() if state["total"] else "audit: preparing the pairs and the checker")
+
+    def sink(event: Any) -> None:
+        if isinstance(event, AuditStarted):
+            state["total"] = event.pairs
+            say(f"audit: {event.pairs} pairs with {event.checker}")
+        elif isinstance(event, AuditProgress):
+            state.update(done=event.done, total=event.total, seconds=event.seconds)
+            if event.done == event.total or time.monotonic() - state["last"] >= every_s:
+                say(line())
+        elif isinstance(event, LogMessage):
+            say(f"{event.level}: {one_line(event.text)}")
+
+    timer = threading.Thread(target=beat, name="audit-progress", daemon=True)
+    timer.start()
+    try:
+        yield sink
+    finally:
+        stopped.set()
+        timer.join()
 
 
 @contextlib.contextmanager

@@ -106,6 +106,14 @@ def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:
     """The configured checker; an `llm` one owns its server and cache until `close()`."""
     if cfg.checker.backend == "gold":
         return GoldChecker(dataset.corpus, dataset.labels)
+    if cfg.checker.backend == "simulated":
+        from searchgrpo.agents.simulated_checker import SimulatedChecker
+
+        c = cfg.checker
+        gold = GoldChecker(dataset.corpus, dataset.labels)
+        return SimulatedChecker(
+            gold, noise=c.judge_noise, bias=c.judge_bias, bias_rate=c.judge_bias_rate, seed=c.judge_seed
+        )
     return open_llm_checker(cfg.checker, cache_root(cfg))
 
 

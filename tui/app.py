@@ -5,7 +5,8 @@ their own). Everything it asks of the core goes through a `Backend` (`tui.backen
 scripted one). Training, eval and merge each run in a Textual thread worker that sends core
 events into an `EventInbox`; the app folds them into the `ConsoleModel`, and timers redraw the
 panes from the model (10 Hz for text, 2 Hz for plots), so a burst of events costs one redraw,
-not one per event. Widgets are never touched from a worker.
+not one per event. Widgets are never touched from a worker. The Audit tab (the checker against gold)
+runs its job as the Eval and Merge tabs do.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tui.failures import report_failure, traceback_text
 from tui.inbox import EventInbox
 from tui.messages import EventsArrived
 from tui.model import Compared, ConsoleModel, RunModel
+from tui.screens.audit_pane import AuditPane
 from tui.screens.config_pane import ConfigPane
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.eval_pane import EvalPane
@@ -41,19 +43,20 @@ from tui.sources import MAX_LINE, STALL_AFTER, follow_events
 
 DRAIN = 2_000
 """Events folded into the model per turn of the event loop; input is handled between turns."""
-TABS = ("train", "eval", "merge", "config", "log")
+TABS = ("train", "eval", "merge", "config", "log", "audit")
 FIRST_FOCUS = {
     "train": "#group-table",
     "eval": "#eval-policies",
     "merge": "#merge-checkpoints",
     "config": "#config-table",
     "log": "#log-pane",
+    "audit": "#audit-questions",
 }
 """What a tab focuses when shown, so its keys work at once."""
 
 
 class ConsoleApp(App[int]):
-    """Train, eval, merge, config and log tabs over one `ConsoleModel`.
+    """Train, eval, merge, config, log and audit tabs over one `ConsoleModel`.
 
     `source` is "live" (this app trains through `backend`), "attach" (follow the growing
     `events_path`) or "replay" (read `events_path` once, and the runs in `compare` to overlay
@@ -134,6 +137,8 @@ class ConsoleApp(App[int]):
                 yield ConfigPane(self.cfg, self.config_source, id="config-pane")
             with TabPane("Log", id="log"):
                 yield LogPane(self.model, id="log-pane")
+            with TabPane("Audit", id="audit"):
+                yield AuditPane(self.model.audit, self.cfg, self.inbox.put, self.backend, id="audit-pane")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -186,6 +191,7 @@ class ConsoleApp(App[int]):
             self.query_one(TrainPane).update_from(plots=False)
             self.query_one(EvalPane).update_from()
             self.query_one(MergePane).update_from()
+            self.query_one(AuditPane).update_from()
             if active == "log":
                 self.query_one(LogPane).update_from()
             state = (self.model.run.status, active)
@@ -362,7 +368,7 @@ class ConsoleApp(App[int]):
             WorkerState.ERROR,
             WorkerState.CANCELLED,
         ):
-            return  # eval and merge workers belong to their tabs
+            return  # eval, merge and audit workers belong to their tabs
         self.drain_all()
         error = worker.error if state == WorkerState.ERROR else None
         if worker.group == "train":

@@ -1,11 +1,12 @@
-"""The one boundary between the console and the core: train, eval and merge requests in, typed
-results out.
+"""The one boundary between the console and the core: train, eval, merge and audit requests in,
+typed results out.
 
 The console never calls `searchgrpo.runs` (or anything that imports torch) itself: it holds a
 `Backend`. `CoreBackend` is the real one and imports the core lazily, inside each call, so the
-console opens at once; tests give the app a scripted backend with the same methods. The eval and
-merge requests are the core's own (`searchgrpo.evaluate.inputs.EvalRequest`,
-`searchgrpo.export.merge.MergeRequest`: neither module imports torch), so the console and the CLI
+console opens at once; tests give the app a scripted backend with the same methods. The eval,
+merge and audit requests are the core's own (`searchgrpo.evaluate.inputs.EvalRequest`,
+`searchgrpo.export.merge.MergeRequest`, `searchgrpo.evaluate.checker_audit.AuditRequest`: none of
+these modules imports torch), so the console and the CLI
 ask for the same thing in the same words; results are small dataclasses of plain data. Each method
 runs in a worker thread, sends core events to `sink` while it works, and returns a typed result
 (the job panes post it to themselves as a message, see `tui.screens.job_pane`).
@@ -19,12 +20,15 @@ from pathlib import Path
 from typing import Protocol
 
 from searchgrpo.config import Config
+from searchgrpo.evaluate.checker_audit import AuditRequest
 from searchgrpo.evaluate.inputs import EvalRequest
 from searchgrpo.events import EventSink
 from searchgrpo.export.merge import MergeRequest
 from searchgrpo.train.control import TrainerControl
 
 __all__ = [
+    "AuditDone",
+    "AuditRequest",
     "Backend",
     "CoreBackend",
     "EvalDone",
@@ -42,6 +46,13 @@ class TrainRequest:
 
     run_dir: Path | None = None
     resume: bool = False
+
+
+@dataclass(frozen=True)
+class AuditDone:
+    """The audit wrote its JSON report (and its plot, when matplotlib is there) here."""
+
+    path: str
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,9 @@ class Backend(Protocol):
     ) -> MergeDone | MergeRefused:
         """Run merge; an existing output is refused, not replaced, unless `request.overwrite`."""
 
+    def audit(self, cfg: Config, request: AuditRequest, sink: EventSink, stop: threading.Event) -> AuditDone:
+        """Run the checker audit; returns where the report is."""
+
     def newest_run(self, output_dir: str | Path) -> Path | None:
         """The newest run folder under `output_dir`."""
 
@@ -110,6 +124,16 @@ class CoreBackend:
             return MergeDone([str(p) for p in runs.merge(cfg, request, sink, stop)])
         except OutputExists as exc:
             return MergeRefused(list(exc.paths))
+
+    def audit(self, cfg: Config, request: AuditRequest, sink: EventSink, stop: threading.Event) -> AuditDone:
+        import dataclasses
+        import importlib.util
+
+        from searchgrpo import runs
+
+        # The plot is optional in the console: without matplotlib the tables still show.
+        core = dataclasses.replace(request, plot=request.plot and importlib.util.find_spec("matplotlib") is not None)
+        return AuditDone(str(runs.audit_checker(cfg, core, sink, stop)))
 
     def newest_run(self, output_dir: str | Path) -> Path | None:
         from searchgrpo import runs

@@ -38,19 +38,20 @@ TRAIN_EVENTS = (
 
 @dataclass
 class JobModel:
-    """An eval or merge job: its state, progress per unit, result and error."""
+    """An eval, merge or audit job: its state, progress per unit, result and error."""
 
     name: str
     status: str = "idle"
     """idle | running | done | failed"""
     progress: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Units (a policy, or a checkpoint) to (done, total), in arrival order."""
+    """Units (a policy, a checkpoint, the audit's verdicts) to (done, total), in arrival order."""
     stages: dict[str, str] = field(default_factory=dict)
-    """A merged checkpoint's current stage (load, reference, merge, save, parity; done at the end)."""
+    """A merged checkpoint's current stage (load, reference, merge, save, parity; done at the end),
+    or the audit's verdict rate so far."""
     result: Any = None
-    """EvalReportWritten or MergeFinished."""
+    """EvalReportWritten, MergeFinished or AuditReportWritten."""
     started: Any = None
-    """EvalStarted or MergeStarted."""
+    """EvalStarted, MergeStarted or AuditStarted."""
     error: str = ""
     version: int = 0
 
@@ -184,6 +185,7 @@ class ConsoleModel:
     """Other runs (`--replay A --replay B`): only their curves are drawn, over the main run's."""
     eval: JobModel = field(default_factory=lambda: JobModel("eval"))
     merge: JobModel = field(default_factory=lambda: JobModel("merge"))
+    audit: JobModel = field(default_factory=lambda: JobModel("audit"))
     log: deque[ev.LogMessage] = field(default_factory=lambda: deque(maxlen=LOG_LINES))
     logged: int = 0
     """Log lines ever added (the log pane writes the ones it has not shown)."""
@@ -206,8 +208,10 @@ class ConsoleModel:
             self._job(self.eval, event)
         elif isinstance(event, (ev.MergeStarted, ev.MergeProgress, ev.MergeFinished)):
             self._job(self.merge, event)
+        elif isinstance(event, (ev.AuditStarted, ev.AuditProgress, ev.AuditReportWritten)):
+            self._job(self.audit, event)
         elif isinstance(event, ev.JobFailed):
-            job = self.eval if event.job == "eval" else self.merge
+            job = {"eval": self.eval, "audit": self.audit}.get(event.job, self.merge)
             job.fail(event.error)
             self.note("error", f"{event.job} failed: {event.error}", time=event.time)
         elif isinstance(event, SourceStalled):
@@ -235,10 +239,13 @@ class ConsoleModel:
 
     def _job(self, job: JobModel, event: Any) -> None:
         job.version += 1
-        if isinstance(event, (ev.EvalStarted, ev.MergeStarted)):
+        if isinstance(event, (ev.EvalStarted, ev.MergeStarted, ev.AuditStarted)):
             job.status, job.started = "running", event
         elif isinstance(event, ev.EvalProgress):
             job.progress[event.policy] = (event.done, event.total)
+        elif isinstance(event, ev.AuditProgress):
+            job.progress["verdicts"] = (event.done, event.total)
+            job.stages["verdicts"] = f"{event.done / event.seconds:.2f} per second" if event.seconds else ""
         elif isinstance(event, ev.MergeProgress):
             # `done` counts the stages finished before this one began.
             job.progress[event.checkpoint] = (event.done, event.total)
@@ -248,7 +255,11 @@ class ConsoleModel:
             if isinstance(event, ev.MergeFinished):
                 job.progress = {unit: (total, total) for unit, (_, total) in job.progress.items()}
                 job.stages = dict.fromkeys(job.progress, "done")
-            where = event.path if isinstance(event, ev.EvalReportWritten) else ", ".join(event.outputs)
+            where = (
+                event.path
+                if isinstance(event, (ev.EvalReportWritten, ev.AuditReportWritten))
+                else ", ".join(event.outputs)
+            )
             self.note("info", f"{job.name} finished: {where}", time=event.time)
 
 

@@ -230,6 +230,7 @@ def build_report(
         "headline": headline,
         "states": len(states),
         "questions": len(qids),
+        "checker": cfg.checker.backend,
         "decoding": {
             "greedy": request.num_samples == 1,
             "num_samples": request.num_samples,

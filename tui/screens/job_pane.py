@@ -1,4 +1,4 @@
-"""What the Eval and Merge tabs share: a form with a run button, one job in a thread worker
+"""What the Eval, Merge and Audit tabs share: a form with a run button, one job in a thread worker
 through the `Backend`, and its end posted back as a typed message.
 
 A subclass says how to run its request (`run_job`), how to describe it in the log
