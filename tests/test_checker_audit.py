@@ -182,7 +182,7 @@ def test_output_paths_that_are_not_ours_are_refused(tmp_path):
         run_audit(cfg, AuditRequest(output=str(tmp_path / "link.json"), plot=False, overwrite=True))
     picture = tmp_path / "fresh.png"
     picture.write_bytes(b"someone's picture")
-    with pytest.raises(UserError, match=r"the plot .* is not the plot of a checker audit report"):
+    with pytest.raises(UserError, match=r"plot .*fresh\.png: exists and is not a checker audit plot"):
         run_audit(cfg, AuditRequest(output=str(tmp_path / "fresh.json"), plot=True))
     assert picture.read_bytes() == b"someone's picture"
     with pytest.raises(UserError, match="--pairs 0"):
