@@ -572,6 +572,15 @@ class CheckerConfig:
     it is announced (Content-Length) or read past this size, never read whole, and retried like
     any failed attempt."""
 
+    max_unparsable_frac: float = fraction(0.05)
+    """`llm` backend: stop the run (one line naming the server and a sample reply) once more than
+    this share of the checker's replies were not exactly a label (searchgrpo/agents/label_reply.py).
+    Each such reply is labelled IRRELEVANT in its step and never cached. 1: never stop."""
+
+    min_calls_for_unparsable: int = at_least(100, 1)
+    """`llm` backend: replies received (in this process) before `max_unparsable_frac` applies, so
+    that one odd reply among the first few does not stop a run."""
+
 
 @dataclass(frozen=True)
 class EvalConfig:

@@ -60,6 +60,8 @@ FREE_KEYS = (
     "checker.cache_path",
     "checker.server_threads",
     "checker.max_reply_bytes",
+    "checker.max_unparsable_frac",
+    "checker.min_calls_for_unparsable",
     "eval.",
 )
 """Keys a resumed run may change without --allow-changes (a trailing dot: the whole section).
