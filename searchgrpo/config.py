@@ -370,6 +370,12 @@ class TrainConfig:
     )
     """The run's folder name (null: a timestamp). `--resume` continues the named run."""
 
+    stop_on_judge_drift: bool = False
+    """Stop the run, with a checkpoint, when the hack radar warns of judge drift (the checker's
+    IMPORTANT rate of retrieved documents rising while its precision against gold falls; rule in
+    searchgrpo/train/judge_radar.py, data with gold labels only). The stop line names the best
+    checkpoint by held-out fixed-budget recall (the eval of `eval_every`)."""
+
     refresh_states_every: int = non_negative(0)
     """On-policy states: every N steps, replay `refresh_questions` training questions through the
     whole multi-agent loop with the current adapter as the Executor (greedy), and train on the

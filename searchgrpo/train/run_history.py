@@ -46,6 +46,7 @@ FREE_KEYS = (
     "train.report_to",
     "train.tracker_project",
     "train.tracker_timeout_s",
+    "train.stop_on_judge_drift",
     "data.strict",
     "env.snippet_chars",
     "env.search_backend",
