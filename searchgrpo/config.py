@@ -370,6 +370,12 @@ class TrainConfig:
     )
     """The run's folder name (null: a timestamp). `--resume` continues the named run."""
 
+    stop_on_judge_drift: bool = False
+    """Stop the run, with a checkpoint, when the hack radar warns of judge drift (the checker's
+    IMPORTANT rate of retrieved documents rising while its precision against gold falls; rule in
+    searchgrpo/train/judge_radar.py, data with gold labels only). The stop line names the best
+    checkpoint by held-out fixed-budget recall (the eval of `eval_every`)."""
+
     refresh_states_every: int = non_negative(0)
     """On-policy states: every N steps, replay `refresh_questions` training questions through the
     whole multi-agent loop with the current adapter as the Executor (greedy), and train on the
@@ -571,6 +577,15 @@ class CheckerConfig:
     """Largest reply body accepted from the server, in bytes. A longer reply is refused as soon as
     it is announced (Content-Length) or read past this size, never read whole, and retried like
     any failed attempt."""
+
+    max_unparsable_frac: float = fraction(0.05)
+    """`llm` backend: stop the run (one line naming the server and a sample reply) once more than
+    this share of the checker's replies were not exactly a label (searchgrpo/agents/label_reply.py).
+    Each such reply is labelled IRRELEVANT in its step and never cached. 1: never stop."""
+
+    min_calls_for_unparsable: int = at_least(100, 1)
+    """`llm` backend: replies received (in this process) before `max_unparsable_frac` applies, so
+    that one odd reply among the first few does not stop a run."""
 
 
 @dataclass(frozen=True)

@@ -102,8 +102,9 @@ def load_dataset(
     return read_dataset(cfg.data, traces_dir, corpus_path, strict=strict, is_demo=is_demo)
 
 
-def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:
-    """The configured checker; an `llm` one owns its server and cache until `close()`."""
+def make_checker(cfg: Config, dataset: Dataset, notice: Callable[[str], None] | None = None) -> DocumentChecker:
+    """The configured checker; an `llm` one owns its server and cache until `close()` (`notice`
+    hears of a server still loading its model)."""
     if cfg.checker.backend == "gold":
         return GoldChecker(dataset.corpus, dataset.labels)
     if cfg.checker.backend == "simulated":
@@ -114,17 +115,22 @@ def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:
         return SimulatedChecker(
             gold, noise=c.judge_noise, bias=c.judge_bias, bias_rate=c.judge_bias_rate, seed=c.judge_seed
         )
-    return open_llm_checker(cfg.checker, cache_root(cfg))
+    return open_llm_checker(cfg.checker, cache_root(cfg), notice=notice)
 
 
 def make_retriever(cfg: Config, dataset: Dataset) -> Retriever:
     return search_for_corpus(dataset.corpus, cfg.env.search_backend, cache_root(cfg) / "indexes")
 
 
-def make_env(cfg: Config, dataset: Dataset, checker: DocumentChecker | None = None) -> SearchRoundEnv:
+def make_env(
+    cfg: Config,
+    dataset: Dataset,
+    checker: DocumentChecker | None = None,
+    notice: Callable[[str], None] | None = None,
+) -> SearchRoundEnv:
     return SearchRoundEnv(
         make_retriever(cfg, dataset),
-        checker or make_checker(cfg, dataset),
+        checker or make_checker(cfg, dataset, notice),
         RewardCalculator(cfg.reward),
         top_k=cfg.env.top_k,
         min_clues=cfg.env.min_clues,

@@ -6,12 +6,18 @@ import time
 
 import pytest
 
-from searchgrpo.agents.chat_client import ChatClient, ServerUnavailable, choice_schema, constrain, gbnf_choice
+from searchgrpo.agents.chat_client import (
+    ChatClient,
+    ServerUnavailable,
+    choice_schema,
+    constrain,
+    gbnf_choice,
+    retry_after_s,
+)
 from searchgrpo.agents.checker import CheckRequest, stats_delta
 from searchgrpo.agents.endpoint import open_endpoint
-from searchgrpo.agents.llm_checker import LABELS, parse_label, user_prompt
+from searchgrpo.agents.llm_checker import LABELS, user_prompt
 from searchgrpo.agents.verdict_cache import CacheKey, VerdictCache, question_key
-from searchgrpo.data.labels import Label
 from searchgrpo.errors import UserError
 from tests.conftest import tiny_config
 
@@ -20,25 +26,6 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.mark.parametrize(
-    "text, label",
-    [
-        ("IMPORTANT", Label.IMPORTANT),
-        ("irrelevant.", Label.IRRELEVANT),
-        ("The document is RELEVANT to the question", Label.RELEVANT),
-        ('{"label": "RELEVANT"}', Label.RELEVANT),
-        ('{"label": "nonsense"} but IMPORTANT', Label.IMPORTANT),
-        ("<think>maybe IMPORTANT?</think>IRRELEVANT", Label.IRRELEVANT),
-        ("Irrelevant, not relevant", Label.IRRELEVANT),
-        ("", None),
-        ("no idea", None),
-        ("importantly", None),
-    ],
-)
-def test_parse_label(text, label):
-    assert parse_label(text) is label
 
 
 def test_constrain_speaks_each_dialect():
@@ -111,6 +98,31 @@ def test_stats_delta_names_and_rates():
         "checker/time_s": 1,
     }
     assert stats_delta(after, after)["checker/cache_hit_rate"] == 0.0
+    # A checker that counts its replies: the running share of unparsable ones, since it started.
+    running = {**after, "replies": 40, "unparsable": 3}
+    assert stats_delta(before, after, running)["checker/unparsable_share"] == pytest.approx(3 / 40)
+    assert stats_delta(before, after, {**running, "replies": 0})["checker/unparsable_share"] == 0.0
+    assert "checker/unparsable_share" not in stats_delta(before, after, after)
+
+
+@pytest.mark.parametrize(
+    "value, seconds",
+    [
+        ("4", 4.0),
+        (" 0 ", 0.0),
+        ("2.5", 2.5),
+        ("Thu, 01 Jan 1970 00:01:40 GMT", 80.0),  # 100 s after the epoch, 20 s after now
+        ("Thu, 01 Jan 1970 00:00:10 GMT", 0.0),  # a date already past: retry now
+        ("", None),
+        ("-3", None),
+        ("inf", None),
+        ("nan", None),
+        ("soon", None),
+        ("Thu, 01 Jan 1970 00:01:40", None),  # a date without a zone
+    ],
+)
+def test_retry_after_header_values(value, seconds):
+    assert retry_after_s(value, now=20.0 if "GMT" in value else None) == seconds
 
 
 def test_verdict_cache_persists_and_separates_its_key(tmp_path):

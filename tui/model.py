@@ -270,6 +270,13 @@ def _log_line(event: Any) -> tuple[str, str] | None:
         return "info", f"run {event.run_id} {verb}: {event.base_model} on {event.device}, {event.total_steps} steps"
     if isinstance(event, ev.CheckpointSaved):
         return "info", f"checkpoint step {event.step} -> {event.path}"
+    if isinstance(event, ev.StepFinished) and event.metrics.get("checker/unparsable", 0) > 0:
+        m = event.metrics
+        share = m.get("checker/unparsable_share")
+        return "warning", (
+            f"step {event.step}: {m['checker/unparsable']:.0f} checker replies were not exactly a label "
+            "(labelled IRRELEVANT, not cached)" + (f"; {share:.1%} of all replies so far" if share is not None else "")
+        )
     if isinstance(event, ev.EvalFinished):
         m = event.metrics
         return "info", (

@@ -4,11 +4,19 @@ It speaks plain HTTP with the standard library (`http_exchange`, over http.clien
 agents need one POST and one GET, so a client library would add a dependency and nothing else. It
 adds what a training run needs from a server it does not control:
 
-- a health check that fails in one line, within seconds, naming the URL;
-- retries of transient failures (connection refused or reset, timeouts, replies cut short, not
-  JSON or over the size cap, 429 and 5xx) with exponential backoff, until `max_retries` retries
-  or `retry_deadline_s` seconds have passed (attempts are cut short so that the last one ends by
-  then), so that a server that restarts mid-run costs time but no step;
+- a health check that fails in one line, within seconds, naming the URL; a server that answers
+  503 while it loads its model (llama.cpp's and vLLM's `{"error": ... "Loading model"}`, or a 503
+  with Retry-After) is waited for, up to `retry_deadline_s`, with a progress line every
+  `LOAD_NOTE_EVERY_S` seconds;
+- retries of transient failures (connection refused or reset, timeouts, replies cut short or over
+  the size cap, 429 and 5xx) with exponential backoff, until `max_retries` retries or
+  `retry_deadline_s` seconds have passed (attempts are cut short so that the last one ends by
+  then), so that a server that restarts mid-run costs time but no step. A 429 or 503 with a
+  `Retry-After` (seconds or an HTTP date) waits that long instead of the backoff, and fails at once
+  when that would pass the deadline;
+- a 2xx reply whose body is not JSON (an HTML page from a proxy, a wrong URL) is its own error
+  (`NotJSONReply`, one line with the content type and the first bytes), never retried: the
+  server is up and answering, so waiting will not change what it says;
 - `timeout_s` bounds each whole request and `max_reply_bytes` each reply, so a server that
   trickles or floods cannot hold a run or fill its memory;
 - the API key from an environment variable, checked when the client is made (a CR, LF or other
@@ -29,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from searchgrpo.agents.http_exchange import (
@@ -39,7 +48,7 @@ from searchgrpo.agents.http_exchange import (
     check_header_value,
     exchange,
 )
-from searchgrpo.errors import UserError, one_line
+from searchgrpo.errors import UserError, one_line, printable
 from searchgrpo.redact import add_secret, scrub
 
 BACKOFF_START_S = 0.5
@@ -47,6 +56,10 @@ BACKOFF_MAX_S = 10.0
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 STRUCTURED_MODES = ("grammar", "json_schema", "choice", "none")
 DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024
+RETRY_AFTER_STATUS = {429, 503}
+"""Statuses whose Retry-After header is honoured."""
+LOAD_NOTE_EVERY_S = 10.0
+"""While a server loads its model, the health check reports progress this often."""
 
 
 class ServerUnavailable(UserError):
@@ -55,6 +68,10 @@ class ServerUnavailable(UserError):
 
 class RequestInvalid(UserError):
     """A request could not be built (nothing was sent): a fix on this side, never retried."""
+
+
+class NotJSONReply(UserError):
+    """The server answered 2xx with a body that is not JSON: it is up, but not the API we expect."""
 
 
 class RequestRejected(UserError):
@@ -154,24 +171,38 @@ class ChatClient:
         data = json.dumps(body).encode("utf-8") if body is not None else None
         url = self.base_url + path
         try:
-            _, raw = exchange(
+            reply = exchange(
                 method, url, body=data, headers=self._headers(), timeout_s=timeout, max_bytes=self.max_reply_bytes
             )
         except RequestNotBuilt as exc:
             raise RequestInvalid(f"checker request to {url} could not be built ({exc}); nothing was sent") from None
         except ReplyTooLarge as exc:
             raise ReplyTooLarge(f"{exc} (checker.max_reply_bytes)") from None
-        return json.loads(raw.decode("utf-8"))
+        try:
+            return json.loads(reply.body.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            start = printable(reply.body[:60].decode("utf-8", "replace"))
+            raise NotJSONReply(
+                f"checker server {url} answered HTTP {reply.status} with a non-JSON body (content-type "
+                f"{one_line(self.redact(reply.content_type), 60) or 'none'}; it begins "
+                f"'{one_line(self.redact(start), 60)}'); is checker.server the API's base URL (ending in /v1)?"
+            ) from None
 
     # ------------------------------------------------------------------ health
 
-    def health(self, timeout_s: float = 5.0) -> list[str]:
-        """The served model ids (GET /models). Raises a one-line UserError naming the URL."""
+    def health(self, timeout_s: float = 5.0, *, progress: Callable[[str], None] | None = None) -> list[str]:
+        """The served model ids (GET /models). Raises a one-line UserError naming the URL. A server
+        still loading its model (503, see `is_loading`) is waited for up to `retry_deadline_s`
+        instead of `timeout_s`, telling `progress` so every LOAD_NOTE_EVERY_S seconds."""
         url = f"{self.base_url}/models"
-        deadline = time.monotonic() + timeout_s
+        start = time.monotonic()
+        deadline = start + timeout_s
+        noted = None  # when progress was last told
         while True:
+            wait = 0.2
             try:
-                listing = self._request("GET", "/models", None, timeout=max(deadline - time.monotonic(), 0.5))
+                left = min(deadline - time.monotonic(), max(timeout_s, 0.5))
+                listing = self._request("GET", "/models", None, timeout=max(left, 0.5))
                 break
             except StatusError as exc:
                 if exc.status in (401, 403):
@@ -179,7 +210,23 @@ class ChatClient:
                     raise UserError(
                         f"checker server {url} refused the API key (HTTP {exc.status}); check {where}"
                     ) from None
-                if exc.status != 503 or time.monotonic() >= deadline:  # 503: llama.cpp still loading
+                now = time.monotonic()
+                if is_loading(exc):
+                    deadline = max(deadline, start + self.retry_deadline_s)
+                    said = _one_line(self.redact(exc.body), 80) or "no body"
+                    if now >= deadline:
+                        raise ServerUnavailable(
+                            f"checker server {url} was still loading its model after {now - start:.0f} s "
+                            f"(HTTP 503: {said}); start training once it is up, or raise checker.retry_deadline_s"
+                        ) from None
+                    if progress is not None and (noted is None or now - noted >= LOAD_NOTE_EVERY_S):
+                        noted = now
+                        progress(
+                            f"checker server {url} is loading its model (HTTP 503: {said}); waited "
+                            f"{now - start:.0f} s of up to {self.retry_deadline_s:.0f} s (checker.retry_deadline_s)"
+                        )
+                    wait = min(retry_after_s(exc.retry_after) or 1.0, max(deadline - now, 0.01))
+                elif exc.status != 503 or now >= deadline:
                     raise ServerUnavailable(
                         f"checker server {url} answered HTTP {exc.status}; is it an "
                         "OpenAI-compatible server (base URL ending in /v1)?"
@@ -190,7 +237,7 @@ class ChatClient:
                         f"checker server {url} is unreachable ({_one_line(_reason(exc))}); start it "
                         "(`searchgrpo serve`) or set checker.server"
                     ) from None
-            self._sleep(0.2)
+            self._sleep(wait)
         ids = [m.get("id") for m in listing.get("data", []) if isinstance(m, dict)] if isinstance(listing, dict) else []
         return [i for i in ids if isinstance(i, str)]
 
@@ -205,6 +252,7 @@ class ChatClient:
         attempt = 0
         while True:
             start = time.monotonic()
+            asked: float | None = None  # what a Retry-After header asked for, in seconds
             with self.stats.lock:
                 self.stats.in_flight += 1
                 self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
@@ -225,6 +273,7 @@ class ChatClient:
                         exc.status,
                     ) from None
                 error = f"HTTP {exc.status}"
+                asked = retry_after_s(exc.retry_after) if exc.status in RETRY_AFTER_STATUS else None
             except (OSError, ValueError, http.client.HTTPException) as exc:
                 # HTTPException: a reply cut short (IncompleteRead) or a bad status line.
                 error = _one_line(_reason(exc))
@@ -238,13 +287,21 @@ class ChatClient:
             elapsed = now - first
             if self._closed.is_set():
                 raise ServerUnavailable(f"checker client for {url} was closed during a retry (last: {error})")
-            if attempt > self.max_retries or now + backoff >= deadline:
+            wait = backoff if asked is None else asked
+            if asked is not None and now + asked >= deadline:
+                raise ServerUnavailable(
+                    f"checker server {url} answered {error} asking to retry after {asked:.0f} s (Retry-After), "
+                    f"past checker.retry_deadline_s = {self.retry_deadline_s:g} s from the first attempt "
+                    f"{elapsed:.1f} s ago; the run stops here and resumes from its last checkpoint with --resume"
+                )
+            if attempt > self.max_retries or now + wait >= deadline:
                 raise ServerUnavailable(
                     f"checker server {url} failed {attempt} times over {elapsed:.1f} s (last: {error}); "
                     "the run stops here and resumes from its last checkpoint with --resume"
                 )
-            self._sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX_S)
+            self._sleep(wait)
+            if asked is None:
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
 
 
 def _reason(exc: BaseException) -> str:
@@ -262,6 +319,35 @@ def _reason(exc: BaseException) -> str:
         if text and not text.startswith(type(exc).__name__)
         else (text or type(exc).__name__)
     )
+
+
+def retry_after_s(value: str, now: float | None = None) -> float | None:
+    """Seconds a Retry-After header value asks to wait: a number of seconds, or an HTTP date (its
+    distance from `now`, a time.time(), at least 0); None when absent or malformed.
+
+    >>> retry_after_s("4"), retry_after_s("Thu, 01 Jan 1970 00:01:00 GMT", now=0.0), retry_after_s("soon")
+    (4.0, 60.0, None)
+    """
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+    return seconds if 0.0 <= seconds < float("inf") else None
+
+
+def is_loading(exc: StatusError) -> bool:
+    """A 503 that says the server is still loading its model: its body says "loading" (llama.cpp
+    and vLLM: `{"error": {"message": "Loading model", ...}}`), or it carries a Retry-After."""
+    return exc.status == 503 and ("loading" in exc.body.lower() or bool(exc.retry_after.strip()))
 
 
 def reply_text(reply: dict[str, Any]) -> str:

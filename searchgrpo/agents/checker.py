@@ -62,17 +62,21 @@ def checker_stats(checker: object) -> dict[str, float] | None:
     return stats() if callable(stats) else None
 
 
-def stats_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+def stats_delta(
+    before: Mapping[str, float], after: Mapping[str, float], running: Mapping[str, float] | None = None
+) -> dict[str, float]:
     """The `checker/*` metrics of the work done between two `stats()` readings.
 
     calls: server requests that succeeded; cache_hits: verdicts answered without one;
     cache_hit_rate: cache_hits over verdicts asked for; failures: failed attempts (retried);
-    unparsable: replies with no label (labelled IRRELEVANT); latency_ms: mean per call;
-    time_s: wall time spent inside check().
+    unparsable: replies that were not exactly a label (labelled IRRELEVANT, never cached);
+    latency_ms: mean per call; time_s: wall time spent inside check(). With `running` (a reading
+    since the checker was made) of a checker that counts its `replies`: unparsable_share, the
+    running share of unparsable replies that `checker.max_unparsable_frac` bounds.
     """
     d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
     requests, calls = d.get("requests", 0.0), d.get("calls", 0.0)
-    return {
+    out = {
         "checker/calls": calls,
         "checker/cache_hits": d.get("cache_hits", 0.0),
         "checker/cache_hit_rate": d.get("cache_hits", 0.0) / requests if requests else 0.0,
@@ -81,6 +85,10 @@ def stats_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict
         "checker/latency_ms": 1000.0 * d.get("latency_s", 0.0) / calls if calls else 0.0,
         "checker/time_s": d.get("wall_s", 0.0),
     }
+    if running is not None and "replies" in running:
+        replies = running["replies"]
+        out["checker/unparsable_share"] = running.get("unparsable", 0.0) / replies if replies else 0.0
+    return out
 
 
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")

@@ -10,11 +10,23 @@ definitions, here:
 - overlap: the share of the question's distinct content words (tokens that are not in
   `FUNCTION_WORDS` and have at least 2 characters) that occur among the document's title and text
   tokens; 0 for a question without content words.
+
+Both are binned the same way wherever they are reported (the audit's bias probes, the trainer's hack
+radar): length by quartiles (`quantile_edges`), overlap by `OVERLAP_EDGES`, each value's bin by
+`bin_of`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+
 from searchgrpo.retrieval.search import tokenize
+
+OVERLAP_EDGES = (0.25, 0.5, 0.75)
+"""Inner edges of the overlap bins: [0, .25), [.25, .5), [.5, .75), [.75, 1]."""
+OVERLAP_NAMES = ("[0, .25)", "[.25, .5)", "[.5, .75)", "[.75, 1]")
 
 _FUNCTION_WORDS = """a an the and or but nor of in on at to for from by with about as into onto over under than then
     that this these those there here is are was were be been being am do does did done has have had
@@ -50,3 +62,16 @@ def question_overlap(question: str, title: str, text: str) -> float:
         return 0.0
     present = set(tokenize(f"{title} {text}"))
     return len(wanted & present) / len(wanted)
+
+
+def quantile_edges(values: Sequence[float], parts: int = 4) -> list[float]:
+    """The inner edges that cut `values` into `parts` bins of about equal size (quartiles for 4)."""
+    if not len(values):
+        return []
+    return [float(e) for e in np.quantile(np.asarray(values, dtype=np.float64), [i / parts for i in range(1, parts)])]
+
+
+def bin_of(values: Sequence[float], edges: Sequence[float]) -> np.ndarray:
+    """Each value's bin for inner `edges` e_1 <= ... : bin 0 is (-inf, e_1), bin i is [e_i, e_i+1),
+    the last [e_last, inf)."""
+    return np.searchsorted(np.asarray(edges, dtype=np.float64), np.asarray(values, dtype=np.float64), side="right")

@@ -7,6 +7,7 @@ external one's health; `open_llm_checker` opens the `llm` checker with its verdi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,9 +39,10 @@ class ChatEndpoint:
             self.server.stop()
 
 
-def open_endpoint(cc: CheckerConfig) -> ChatEndpoint:
+def open_endpoint(cc: CheckerConfig, notice: Callable[[str], None] | None = None) -> ChatEndpoint:
     """Start the embedded server (`checker.server: embedded`) or check the external one. The
-    server must answer a health check within seconds, else a one-line error names its URL."""
+    server must answer a health check within seconds, else a one-line error names its URL; one
+    still loading its model is waited for (`checker.retry_deadline_s`), telling `notice` how long."""
     key = api_key_from_env(cc.api_key_env)  # a key that cannot be sent is refused here, at the start
     server: EmbeddedServer | None = None
     if cc.server == "embedded":
@@ -62,7 +64,7 @@ def open_endpoint(cc: CheckerConfig) -> ChatEndpoint:
             retry_deadline_s=cc.retry_deadline_s,
             max_reply_bytes=cc.max_reply_bytes,
         )
-        served = client.health(timeout_s=5.0)
+        served = client.health(timeout_s=5.0, progress=notice)
         model = cc.model or (server.alias if server else (served[0] if served else None))
         if model is None:
             raise UserError(f"checker server {base_url} lists no model at /models; set checker.model")
@@ -76,11 +78,17 @@ def open_endpoint(cc: CheckerConfig) -> ChatEndpoint:
     return ChatEndpoint(client, model, structured, cache_model or model, server)
 
 
-def open_llm_checker(cc: CheckerConfig, cache_root: Path, endpoint: ChatEndpoint | None = None) -> LLMChecker:
-    """The `llm` checker over `endpoint` (opened from the config, and then owned, if None); its
-    verdict cache is `checker.cache_path`, else `cache_root`/verdicts.sqlite."""
+def open_llm_checker(
+    cc: CheckerConfig,
+    cache_root: Path,
+    endpoint: ChatEndpoint | None = None,
+    notice: Callable[[str], None] | None = None,
+) -> LLMChecker:
+    """The `llm` checker over `endpoint` (opened from the config, and then owned, if None; `notice`
+    hears of a server still loading); its verdict cache is `checker.cache_path`, else
+    `cache_root`/verdicts.sqlite."""
     owned = endpoint is None
-    endpoint = endpoint or open_endpoint(cc)
+    endpoint = endpoint or open_endpoint(cc, notice)
     cache_file = Path(cc.cache_path).expanduser() if cc.cache_path else cache_root / "verdicts.sqlite"
     return LLMChecker(
         endpoint.client,
@@ -92,4 +100,6 @@ def open_llm_checker(cc: CheckerConfig, cache_root: Path, endpoint: ChatEndpoint
         cache=VerdictCache(cache_file) if cc.cache else None,
         cache_model=endpoint.cache_model,
         on_close=endpoint.close if owned else None,
+        max_unparsable_frac=cc.max_unparsable_frac,
+        min_calls_for_unparsable=cc.min_calls_for_unparsable,
     )

@@ -5,7 +5,8 @@ reply a byte at a time holds a request for as long as it likes, and `read()` tak
 size into memory. `exchange` bounds both: a watchdog shuts the connection down once the whole
 exchange (connecting, sending, the status line, headers and body) has taken `timeout_s`, and the
 body is read in chunks and refused as soon as its announced length, or what has arrived, passes
-`max_bytes`.
+`max_bytes`. A body that ends before its announced length is torn (`http.client.IncompleteRead`),
+however the connection closed.
 
 It also tells a request that cannot be built (a header value HTTP forbids, a malformed URL:
 `RequestNotBuilt`, raised before anything is sent, and worded without the offending value, which
@@ -22,6 +23,7 @@ import re
 import socket
 import threading
 import time
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 CHUNK = 64 * 1024
@@ -41,12 +43,23 @@ class ReplyTooLarge(ValueError):
 
 
 class StatusError(Exception):
-    """A complete reply whose status is not 2xx; `body` is its (capped) text."""
+    """A complete reply whose status is not 2xx; `body` is its (capped) text, `retry_after` its
+    Retry-After header ('' when absent)."""
 
-    def __init__(self, status: int, body: str) -> None:
+    def __init__(self, status: int, body: str, retry_after: str = "") -> None:
         super().__init__(f"HTTP {status}")
         self.status = status
         self.body = body
+        self.retry_after = retry_after
+
+
+class Reply(NamedTuple):
+    """A complete 2xx reply."""
+
+    status: int
+    body: bytes
+    content_type: str
+    """The Content-Type header ('' when absent)."""
 
 
 def check_header_value(name: str, value: str) -> None:
@@ -65,8 +78,8 @@ def check_header_value(name: str, value: str) -> None:
 
 def exchange(
     method: str, url: str, *, body: bytes | None, headers: dict[str, str], timeout_s: float, max_bytes: int
-) -> tuple[int, bytes]:
-    """(status, body) of one request. Raises RequestNotBuilt, ExchangeTimeout, ReplyTooLarge,
+) -> Reply:
+    """The reply to one request. Raises RequestNotBuilt, ExchangeTimeout, ReplyTooLarge,
     StatusError (non-2xx), or what the connection raised (OSError, HTTPException)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -115,6 +128,9 @@ def exchange(
             if size > max_bytes:
                 raise ReplyTooLarge(f"reply longer than the {max_bytes}-byte cap; not read further")
             chunks.append(chunk)
+        if announced.strip().isdigit() and size < int(announced):
+            # The connection closed before the announced length: a torn reply, not a short one.
+            raise http.client.IncompleteRead(b"".join(chunks), int(announced) - size)
     except (OSError, http.client.HTTPException) as exc:
         if cut.is_set() or isinstance(exc, TimeoutError):  # the watchdog, or a read that hit the deadline
             raise ExchangeTimeout(f"no complete reply within {timeout_s:.3g} s") from None
@@ -126,5 +142,5 @@ def exchange(
         raise ExchangeTimeout(f"no complete reply within {timeout_s:.3g} s")
     data = b"".join(chunks)
     if not 200 <= resp.status < 300:
-        raise StatusError(resp.status, data.decode("utf-8", "replace"))
-    return resp.status, data
+        raise StatusError(resp.status, data.decode("utf-8", "replace"), resp.getheader("Retry-After", "") or "")
+    return Reply(resp.status, data, resp.getheader("Content-Type", "") or "")

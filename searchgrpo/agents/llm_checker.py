@@ -5,9 +5,14 @@ For each (question, document) it sends one chat completion with thinking disable
 The prompt (`PROMPT_VERSION`) holds the question, its sub-goals and the document (text cut to
 `max_doc_chars`), in that order, so that a server's prompt cache can reuse the shared start; it
 asks for exactly one of IMPORTANT / RELEVANT / IRRELEVANT. The reply is constrained with the
-server's structured-output support (`chat_client.constrain`) and parsed robustly either way: a
-JSON {"label": ...}, or the first label word in the text. An unparsable reply is counted and
-labelled IRRELEVANT; it never stops a run.
+server's structured-output support (`chat_client.constrain`) and counts only when it is exactly a
+label (`label_reply.parse_label`: a JSON {"label": ...} or the bare label).
+
+An unparsable reply is counted, labelled IRRELEVANT for the step (so the reward never pays for a
+reply it could not read) with the reason `unparsable reply '...'`, and never cached: a later run
+against a healthy server asks again. Once `min_calls_for_unparsable` replies have come, a running share
+of unparsable replies above `max_unparsable_frac` stops the run (`UnparsableReplies`, one line
+naming the server and a sample reply): a judge that does not answer with labels is not a reward.
 
 Verdicts are looked up in the `VerdictCache` first, keyed by digests of the question, of the
 document as shown and of the prompt's wording (`PROMPT_ID`); only misses are sent,
@@ -18,8 +23,6 @@ document as shown and of the prompt's wording (`PROMPT_ID`); only misses are sen
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,10 +31,14 @@ from typing import Any
 
 from searchgrpo.agents.chat_client import ChatClient, RequestRejected, constrain, reply_text
 from searchgrpo.agents.checker import CheckRequest, Verdict
+from searchgrpo.agents.label_reply import parse_label
 from searchgrpo.agents.verdict_cache import CacheKey, VerdictCache, document_key, question_key
 from searchgrpo.data.labels import Label
+from searchgrpo.errors import UserError, printable
 
 PROMPT_VERSION = "checker-v1"
+PARSER_VERSION = "exact-label-v2"
+"""The reply parser (`label_reply`); v1 took the first label word anywhere in the reply."""
 LABELS = tuple(label.value for label in Label)
 
 SYSTEM_PROMPT = (
@@ -44,9 +51,16 @@ SYSTEM_PROMPT = (
     "Answer with the label only."
 )
 
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
-# IRRELEVANT first: RELEVANT is a suffix of it.
-_LABEL_WORD = re.compile(r"\b(IRRELEVANT|IMPORTANT|RELEVANT)\b", re.IGNORECASE)
+UNPARSABLE = "unparsable reply"
+"""How an unparsable reply's verdict reason begins (the rest is the reply, escaped and cut)."""
+SAMPLE_CHARS = 80
+"""Characters of a reply quoted in a verdict's reason or an error."""
+
+__all__ = ["LLMChecker", "UnparsableReplies", "parse_label"]
+
+
+class UnparsableReplies(UserError):
+    """Too large a share of the checker's replies were not exactly a label."""
 
 
 def shown_text(text: str, max_doc_chars: int) -> str:
@@ -72,10 +86,18 @@ def user_prompt(request: CheckRequest, max_doc_chars: int) -> str:
 
 
 def _prompt_id() -> str:
-    """PROMPT_VERSION with a digest of the prompt's wording (system prompt and user template), so
-    that a reworded prompt never reads verdicts cached under the old one."""
+    """PROMPT_VERSION with a digest of the prompt's wording (system prompt and user template) and
+    of the reply parser's version, so that a reworded prompt never reads verdicts cached under the
+    old one, nor a stricter parser labels read by a looser one."""
     template = user_prompt(CheckRequest("", "{question}", ("{goal}",), "", "{title}", "{text}"), 10**9)
-    return f"{PROMPT_VERSION}:{hashlib.sha256((SYSTEM_PROMPT + template).encode()).hexdigest()[:12]}"
+    wording = SYSTEM_PROMPT + template + PARSER_VERSION
+    return f"{PROMPT_VERSION}:{hashlib.sha256(wording.encode()).hexdigest()[:12]}"
+
+
+def quoted(reply: str) -> str:
+    """A reply as errors and reasons quote it: escaped (`errors.printable`), cut to SAMPLE_CHARS."""
+    text = printable(reply.strip())
+    return "'" + (text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 1] + "…") + "'"
 
 
 def build_messages(request: CheckRequest, max_doc_chars: int) -> list[dict[str, str]]:
@@ -83,26 +105,6 @@ def build_messages(request: CheckRequest, max_doc_chars: int) -> list[dict[str, 
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": user_prompt(request, max_doc_chars)},
     ]
-
-
-def parse_label(text: str) -> Label | None:
-    """The label in a reply: a JSON {"label": ...} or the first label word; None if there is none.
-
-    >>> parse_label('{"label": "RELEVANT"}'), parse_label("Irrelevant."), parse_label("maybe")
-    (<Label.RELEVANT: 'RELEVANT'>, <Label.IRRELEVANT: 'IRRELEVANT'>, None)
-    """
-    text = _THINK.sub("", text).strip()
-    if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, dict):
-            label = Label.parse(data.get("label"))
-            if label is not None:
-                return label
-    match = _LABEL_WORD.search(text)
-    return Label(match.group(1).upper()) if match else None
 
 
 PROMPT_ID = _prompt_id()
@@ -125,6 +127,8 @@ class LLMChecker:
         cache: VerdictCache | None = None,
         cache_model: str | None = None,
         on_close: Callable[[], None] | None = None,
+        max_unparsable_frac: float = 1.0,
+        min_calls_for_unparsable: int = 0,
     ) -> None:
         self.client = client
         self.model = model
@@ -135,11 +139,17 @@ class LLMChecker:
         self.cache = cache
         self.cache_model = cache_model or model
         self._on_close = on_close
+        self.max_unparsable_frac = max_unparsable_frac
+        """Stop once more than this share of the replies were unparsable (1: never)."""
+        self.min_calls_for_unparsable = min_calls_for_unparsable
+        """Replies needed before `max_unparsable_frac` applies."""
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="checker")
         self._lock = threading.Lock()
         self._requests = 0
         self._cache_hits = 0
         self._unparsable = 0
+        self._replies = 0
+        self._sample = ""
         self._fallbacks = 0
         self._wall_s = 0.0
 
@@ -169,11 +179,27 @@ class LLMChecker:
             reply = self.client.chat(self.request_body(request))
         text = reply_text(reply)
         label = parse_label(text)
-        if label is None:
-            with self._lock:
+        with self._lock:
+            self._replies += 1
+            if label is None:
                 self._unparsable += 1
-            return Verdict(Label.IRRELEVANT, f"unparsable reply {self.client.redact(text).strip()[:60]!r}")
+                self._sample = self._sample or text
+        if label is None:
+            return Verdict(Label.IRRELEVANT, f"{UNPARSABLE} {quoted(self.client.redact(text))}")
         return Verdict(label, "llm")
+
+    def _check_unparsable_share(self) -> None:
+        """Raise UnparsableReplies when the running share passes `max_unparsable_frac`."""
+        with self._lock:
+            replies, unparsable, sample = self._replies, self._unparsable, self._sample
+        if replies < max(self.min_calls_for_unparsable, 1) or unparsable <= self.max_unparsable_frac * replies:
+            return
+        raise UnparsableReplies(
+            f"checker server {self.client.base_url} ({self.model}): {unparsable} of {replies} replies "
+            f"({unparsable / replies:.0%}) were not exactly a label, above checker.max_unparsable_frac = "
+            f"{self.max_unparsable_frac:g}; e.g. {quoted(self.client.redact(sample))}; use a model that "
+            "follows the prompt or a structured-output mode its server supports (checker.structured_output)"
+        )
 
     # ------------------------------------------------------------------ the protocol
 
@@ -198,13 +224,15 @@ class LLMChecker:
                 todo.setdefault(key, request)
         futures = {key: self._pool.submit(self._ask, request) for key, request in todo.items()}
         fresh = {key: future.result() for key, future in futures.items()}
-        if self.cache is not None and fresh:
-            self.cache.put_many((k, v.label.value, v.reason) for k, v in fresh.items())
+        readable = [(k, v.label.value, v.reason) for k, v in fresh.items() if not v.reason.startswith(UNPARSABLE)]
+        if self.cache is not None and readable:
+            self.cache.put_many(readable)  # never an unparsable reply: a later run asks again
         known.update(fresh)
         with self._lock:
             self._requests += len(requests)
             self._cache_hits += len(requests) - len(todo)
             self._wall_s += time.monotonic() - start
+        self._check_unparsable_share()
         return [known[k] for k in keys]
 
     def stats(self) -> dict[str, float]:
@@ -217,6 +245,7 @@ class LLMChecker:
                 "calls": float(s.calls),
                 "failures": float(s.failures),
                 "unparsable": float(self._unparsable),
+                "replies": float(self._replies),
                 "latency_s": s.latency_s,
                 "wall_s": self._wall_s,
                 "peak_in_flight": float(s.peak_in_flight),

@@ -24,6 +24,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+# The feature bins live with the features (shared with the hack radar); re-exported here.
+from searchgrpo.agents.doc_features import bin_of as bin_of
+from searchgrpo.agents.doc_features import quantile_edges as quantile_edges
 from searchgrpo.evaluate.stats import bootstrap_ci
 
 
@@ -116,19 +119,6 @@ def expected_calibration_error(table: Sequence[dict[str, float]]) -> float:
 
 
 # --------------------------------------------------------------------------- rates per bin
-
-
-def quantile_edges(values: Sequence[float], parts: int = 4) -> list[float]:
-    """The inner edges that cut `values` into `parts` bins of about equal size (quartiles for 4)."""
-    if not len(values):
-        return []
-    return [float(e) for e in np.quantile(np.asarray(values, dtype=np.float64), [i / parts for i in range(1, parts)])]
-
-
-def bin_of(values: Sequence[float], edges: Sequence[float]) -> np.ndarray:
-    """Each value's bin for inner `edges` e_1 <= ... : bin 0 is (-inf, e_1), bin i is [e_i, e_i+1),
-    the last [e_last, inf) (the hack radar's bins, `train/judge_radar.py`)."""
-    return np.searchsorted(np.asarray(edges, dtype=np.float64), np.asarray(values, dtype=np.float64), side="right")
 
 
 def per_question_counts(

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from searchgrpo.agents.doc_features import OVERLAP_EDGES, OVERLAP_NAMES
 from searchgrpo.data.labels import Label
 from searchgrpo.evaluate import agreement as ag
 from searchgrpo.evaluate.audit_pairs import STRATA, AuditPair
@@ -34,8 +35,6 @@ from searchgrpo.evaluate.stats import paired_ratio_diff_ci, ratio_ci
 LABELS: tuple[Label, ...] = tuple(Label)
 INDEX = {lab: i for i, lab in enumerate(LABELS)}
 IMPORTANT = INDEX[Label.IMPORTANT]
-OVERLAP_EDGES = (0.25, 0.5, 0.75)
-OVERLAP_NAMES = ("[0, .25)", "[.25, .5)", "[.5, .75)", "[.75, 1]")
 CALIBRATION_BINS = 10
 
 

@@ -46,6 +46,7 @@ FREE_KEYS = (
     "train.report_to",
     "train.tracker_project",
     "train.tracker_timeout_s",
+    "train.stop_on_judge_drift",
     "data.strict",
     "env.snippet_chars",
     "env.search_backend",
@@ -60,6 +61,8 @@ FREE_KEYS = (
     "checker.cache_path",
     "checker.server_threads",
     "checker.max_reply_bytes",
+    "checker.max_unparsable_frac",
+    "checker.min_calls_for_unparsable",
     "eval.",
 )
 """Keys a resumed run may change without --allow-changes (a trailing dot: the whole section).

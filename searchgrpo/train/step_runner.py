@@ -2,7 +2,8 @@
 
 `StepRunner.run(index)` takes step `index`'s states from the pool, seeds its sampling, runs the
 rollout (`rollouts.start_rollout` / `finish_rollout`) and the update (`step.update`), and reports
-the checker's counters of the step. Pipelined, it starts step `index + 1`'s rollout (its samples
+the checker's counters of the step and, given a `JudgeRadar`, the hack radar's metrics of the
+documents the step's groups retrieved. Pipelined, it starts step `index + 1`'s rollout (its samples
 drawn now, its verdicts computed on a scoring thread) before step `index`'s update, so that the
 checker works while the loss runs; the next `run` finishes it. `settle()` waits for verdicts in
 flight before anything else uses the environment (an eval, a replay, a checkpoint), and `close()`
@@ -22,6 +23,7 @@ from searchgrpo.agents.checker import checker_stats, stats_delta
 from searchgrpo.config import Config
 from searchgrpo.seeding import derive_seed
 from searchgrpo.train.distributed import Dist
+from searchgrpo.train.judge_radar import JudgeRadar
 from searchgrpo.train.rollouts import PendingRollout, finish_rollout, start_rollout
 from searchgrpo.train.state_pool import StatePool
 from searchgrpo.train.step import StepOutcome, update
@@ -44,10 +46,12 @@ class StepRunner:
         dist: Dist,
         sampler: Any = None,
         total_steps: int,
+        radar: JudgeRadar | None = None,
     ) -> None:
         self.cfg, self.policy, self.env = cfg, policy, env
         self.optimizer, self.scheduler, self.pool = optimizer, scheduler, pool
         self.prompt_of, self.dist, self.sampler, self.total_steps = prompt_of, dist, sampler, total_steps
+        self.radar = radar
         self.pipelined = cfg.train.pipeline
         self._scorer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scorer") if self.pipelined else None
         self._pending: tuple[int, PendingRollout] | None = None
@@ -119,10 +123,12 @@ class StepRunner:
         )
         after = checker_stats(self.env.checker)
         if before is not None and after is not None:
-            keys = sorted(after)  # counters summed over ranks
-            outcome.metrics.update(
-                stats_delta({}, dict(zip(keys, self.dist.sum([after[k] - before.get(k, 0.0) for k in keys]))))
-            )
+            keys = sorted(after)  # counters summed over ranks: the step's, then since the start
+            summed = self.dist.sum([after[k] - before.get(k, 0.0) for k in keys] + [after[k] for k in keys])
+            step, running = dict(zip(keys, summed[: len(keys)])), dict(zip(keys, summed[len(keys) :]))
+            outcome.metrics.update(stats_delta({}, step, running))
+        if self.radar is not None:
+            outcome.metrics.update(self.radar.step_metrics(outcome.groups, self.dist))
         return epoch, outcome
 
     def settle(self) -> None:

@@ -56,6 +56,7 @@ from searchgrpo.policy.scoring import score_policy, state_summary, summarise
 from searchgrpo.train.checkpoints import (
     CheckpointInfo,
     check_base_model,
+    list_checkpoints,
     load_newest_checkpoint,
     newest_usable,
     remove_interrupted_writes,
@@ -63,6 +64,7 @@ from searchgrpo.train.checkpoints import (
 )
 from searchgrpo.train.control import TrainerControl
 from searchgrpo.train.distributed import Dist
+from searchgrpo.train.judge_radar import Drift, JudgeRadar, drift_stop_line
 from searchgrpo.train.refresh import refresh_pool
 from searchgrpo.train.run_history import append_history, check_resume, is_free
 from searchgrpo.train.run_lock import RunLock, claim, new_run_id
@@ -116,6 +118,8 @@ class Trainer:
         self.last_saved = -1
         self.last_metrics: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
+        self.last_eval_step: int | None = None
+        """The step `last_eval` was measured at."""
 
     # ------------------------------------------------------------------ setup
 
@@ -167,7 +171,8 @@ class Trainer:
 
         self.sampler = make_sampler(cfg, self.policy)  # grpo.sampler: local generate or a server
         self.prompts = Prompts(self.policy.tokenizer, cfg)
-        self.env = make_env(cfg, ds)
+        self.env = make_env(cfg, ds, notice=lambda text: self.sink(LogMessage("info", text)))
+        self.radar = JudgeRadar(ds.corpus, ds.labels)
         checker = self.env.checker
         if isinstance(checker, LLMChecker):
             self.sink(
@@ -196,6 +201,7 @@ class Trainer:
             dist=dist,
             sampler=self.sampler,
             total_steps=self.total_steps,
+            radar=self.radar,
         )
         self._claim()
         if dist.is_main:
@@ -221,6 +227,7 @@ class Trainer:
             else:
                 self.step = self.last_saved = info.step
                 self.last_eval = info.state.get("last_eval", {})
+                self.last_eval_step = info.state.get("last_eval_step")
                 refreshed = self.pool.load_refreshed(self.run_dir, self.step)
                 if refreshed is not None:
                     self.sink(
@@ -354,6 +361,10 @@ class Trainer:
                 outcome.metrics.update(self.refresh_states())
             self.last_metrics = outcome.metrics
             self.sink(StepFinished(self.step, epoch, self.total_steps, outcome.metrics))
+            drift = self.radar.started(outcome.metrics)
+            if drift is not None and self._judge_drift(drift):
+                reason = "stopped"
+                break
             if cfg.train.eval_every and self.step % cfg.train.eval_every == 0:
                 self.evaluate()
             if (cfg.train.save_every and self.step % cfg.train.save_every == 0) or dist.any(
@@ -431,9 +442,23 @@ class Trainer:
             budgets=self.cfg.eval.budgets,
         )
         rows = [row for part in self.dist.gather_json([state_summary(s) for s in scored]) for row in part]
-        self.last_eval = summarise(rows)
+        self.last_eval, self.last_eval_step = summarise(rows), self.step
         self.sink(EvalFinished(self.step, self.last_eval))
         return self.last_eval
+
+    def _judge_drift(self, drift: Drift) -> bool:
+        """Warn of judge drift; with `train.stop_on_judge_drift`, evaluate and save now, name the best
+        checkpoint by held-out fixed-budget recall, and return True (the run stops)."""
+        self.sink(LogMessage("warning", f"step {self.step}: judge drift: {drift.describe()}"))
+        if not self.cfg.train.stop_on_judge_drift:
+            return False
+        if self.cfg.train.eval_every and self.last_eval_step != self.step:
+            self.evaluate()
+        path = self.save()
+        if self.dist.is_main:
+            checkpoints = list_checkpoints(self.run_dir)
+            self.sink(LogMessage("warning", drift_stop_line(self.step, path, self.cfg.eval.budgets[-1], checkpoints)))
+        return True
 
     def save(self) -> Path:
         """Rank 0 writes the checkpoint; every rank waits until it is complete."""
@@ -456,6 +481,7 @@ class Trainer:
                 "base_name": self.policy.base.name,
                 "last_metrics": self.last_metrics,
                 "last_eval": self.last_eval,
+                "last_eval_step": self.last_eval_step,
                 "time": time.time(),
             },
             keep_last=self.cfg.train.keep_last,

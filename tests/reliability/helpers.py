@@ -145,10 +145,12 @@ class FaultServer:
     """An OpenAI-compatible server on 127.0.0.1 that fails on request.
 
     `mode` (settable at any time): `ok`; `500` (HTTP 500); `slow` (waits `delay` s, then ok);
-    `garbage` (200 with a body that is not JSON); `nonsense` (200 with JSON that is no completion);
-    `torn` (200 whose body stops halfway: the connection closes early); `401`; `echo400` (a 400 whose
-    body echoes the request headers, as some proxies do). `fail_next(n, mode)` fails the next `n`
-    requests, then returns to `ok`. Every request's path and headers are recorded.
+    `garbage` (200 with a body that is not JSON); `html` (200 with an HTML page, as a proxy or a
+    wrong URL gives); `nonsense` (200 with JSON that is no completion); `torn` (200 whose body
+    stops halfway: the connection closes early); `401`; `echo400` (a 400 whose body echoes the
+    request headers, as some proxies do); `429` and `503` (with `Retry-After: {retry_after}` when
+    that is set); `loading` (503 with llama.cpp's "Loading model" error). `fail_next(n, mode)` fails
+    the next `n` requests, then returns to `ok`. Every request's path and headers are recorded.
     """
 
     def __init__(self, label: str = "IMPORTANT", model: str = "fault-model") -> None:
@@ -156,6 +158,8 @@ class FaultServer:
         self.models_ok = False
         """True: /models always answers (the health check passes; the faults hit completions)."""
         self.delay = 2.0
+        self.retry_after: str | None = None
+        """The Retry-After header of `429` and `503` replies (None: none)."""
         self.label = label
         self.model = model
         self.records: list[dict[str, Any]] = []
@@ -169,9 +173,13 @@ class FaultServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, body: bytes, length: int | None = None) -> None:
+            def _send(
+                self, status: int, body: bytes, length: int | None = None, content_type: str = "application/json"
+            ) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
+                if status in (429, 503) and server.retry_after is not None:
+                    self.send_header("Retry-After", server.retry_after)
                 self.send_header("Content-Length", str(len(body) if length is None else length))
                 self.send_header("Connection", "close")
                 self.end_headers()
@@ -197,6 +205,15 @@ class FaultServer:
                 if mode == "echo400":
                     echo = f"bad request: Authorization: {self.headers.get('Authorization')}"
                     return self._send(400, json.dumps({"error": echo, "headers": dict(self.headers)}).encode())
+                if mode in ("429", "503"):
+                    return self._send(int(mode), b'{"error": "busy"}')
+                if mode == "loading":
+                    return self._send(
+                        503, b'{"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}'
+                    )
+                if mode == "html":
+                    page = b"<!DOCTYPE html><html><head><title>Sign in</title></head><body>proxy login</body></html>"
+                    return self._send(200, page, content_type="text/html; charset=utf-8")
                 if mode == "garbage":
                     return self._send(200, b"<html>502 Bad Gateway \xff\xfe</html>")
                 if mode == "torn":

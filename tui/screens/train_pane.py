@@ -1,5 +1,6 @@
-"""The Train tab: run status, reward and metric plots, the metric table, and the group browser
-with its drill-down into a sample's clues, documents and verdicts.
+"""The Train tab: run status, reward and metric plots, the metric table, the hack radar (once the
+run reports it), and the group browser with its drill-down into a sample's clues, documents and
+verdicts.
 
 The layout follows the terminal's size (`layout_for`): `wide` puts the reward plot, the metric
 table and the metric plot side by side over the group browser; `medium` stacks the two plots
@@ -20,7 +21,7 @@ from textual.widgets import DataTable, Static
 from searchgrpo.events import GroupScored
 from tui.format import printable
 from tui.model import RunModel
-from tui.widgets import GroupTable, MetricPlot, MetricTable, RewardPlot, RunStatus, SampleDetail
+from tui.widgets import GroupTable, JudgeRadarPanel, MetricPlot, MetricTable, RewardPlot, RunStatus, SampleDetail
 from tui.widgets.metric_table import table_width
 
 DEFAULT_METRIC = "loss/kl"
@@ -61,6 +62,7 @@ class TrainPane(Vertical):
             yield RewardPlot(id="reward-plot")
             yield MetricTable(DEFAULT_METRIC, id="metric-table")
             yield MetricPlot(DEFAULT_METRIC, id="metric-plot")
+        yield JudgeRadarPanel(id="judge-radar")
         with Vertical(id="group-area"):
             yield Static(id="group-title")
             yield GroupTable(id="group-table")
@@ -125,6 +127,7 @@ class TrainPane(Vertical):
         run = self.run
         self.query_one(RunStatus).update_from(run)
         self.query_one(MetricTable).update_from(run)
+        self.query_one(JudgeRadarPanel).update_from(run)
         self._fit_table()
         if plots:
             self.query_one(RewardPlot).update_from(run, self.compare, self.smoothing)

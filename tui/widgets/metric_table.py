@@ -22,8 +22,14 @@ FIRST = (
     "eval/important_discovery",
 )
 """Shown first, in this order; the other metrics follow alphabetically."""
-WARN = {"reward/frac_zero_std": 0.5, "train/nonfinite_skipped": 0.5}
-"""Values at or above these are highlighted."""
+WARN = {
+    "reward/frac_zero_std": 0.5,
+    "train/nonfinite_skipped": 0.5,
+    "checker/unparsable": 1.0,
+    "checker/unparsable_share": 0.05,
+    "checker/judge_drift": 0.5,
+}
+"""Values at or above these are highlighted (the unparsable share at checker.max_unparsable_frac's default)."""
 TREND = 8
 """Steps in the sparkline."""
 NAME_WIDTH = (12, 40)

@@ -1,5 +1,6 @@
 """The run's headline: state, step, ETA, epoch, a progress bar, the error when it failed, and a
-hint line (how long the run is, how to stop and resume it; a stalled attach says so here)."""
+hint line (how long the run is, how to stop and resume it; a stalled attach, or the hack radar's
+judge drift, says so here)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,12 @@ class RunStatus(Widget):
         return text
 
     def _hint(self, run: RunModel) -> Text:
+        if run.metrics.get("checker/judge_drift", 0.0) > 0:
+            return Text(
+                "⚠ judge drift: the checker's IMPORTANT rate rises while its precision against gold falls "
+                "(hack radar below; Log tab)",
+                style="bold yellow",
+            )
         if run.stalled_s:
             return Text(
                 f"⚠ no new events for {fmt_duration(run.stalled_s)}: the run may have stopped "

@@ -57,7 +57,8 @@ def render_sample(sample: SampleView) -> RenderableType:
         for d in docs:
             body = Text.assemble((printable(d.title), "bold"), "\n", (printable(d.snippet), "dim"))
             if d.reason:
-                body.append(f"\n↳ {printable(d.reason)}", style="italic")
+                unread = d.reason.startswith("unparsable reply")  # the checker's reply was not a label
+                body.append(f"\n↳ {printable(d.reason)}", style="bold red" if unread else "italic")
             table.add_row(
                 str(d.rank + 1),
                 Text(printable(d.label, one_line=True), style=LABEL_STYLE.get(d.label, "")),
