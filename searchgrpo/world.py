@@ -47,8 +47,11 @@ class DemoPaths:
 
 
 def demo_dir(cfg: Config) -> Path:
+    """The demo world's cache folder, named by everything that shapes it: the generator and the
+    rules' versions, the world's size and seed, and `env.top_k`, with which its traces are collected."""
     d = cfg.data.demo
-    return cache_root(cfg) / "demo" / f"v{GENERATOR_VERSION}.{RULES_VERSION}t-q{d.questions}-d{d.distractors}-s{d.seed}"
+    name = f"v{GENERATOR_VERSION}.{RULES_VERSION}t-q{d.questions}-d{d.distractors}-s{d.seed}-k{cfg.env.top_k}"
+    return cache_root(cfg) / "demo" / name
 
 
 def build_demo(

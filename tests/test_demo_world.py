@@ -45,3 +45,21 @@ def test_demo_checkpoints_load_back(tmp_path):
     # Building again reuses the folder.
     assert build_demo(tmp_path / "demo", DemoConfig(questions=12, seed=0, distractors=20)) == paths
     assert all(tokenize(s.question) for s in loaded.states)
+
+
+def test_demo_cache_is_keyed_by_the_top_k_its_traces_were_collected_with(tmp_path):
+    """Traces collected with top_k=2 are never read by a run with top_k=5 (they were: test order decided what a run saw)."""
+    from searchgrpo.config import load_config
+    from searchgrpo.world import demo_dir
+
+    small, default = (
+        load_config(None, [f"paths.cache_root={tmp_path}", "data.demo.questions=4", f"env.top_k={k}"]) for k in (2, 5)
+    )
+    assert demo_dir(small) != demo_dir(default)
+    for cfg in (small, default):
+        build_demo(demo_dir(cfg), cfg.data.demo, top_k=cfg.env.top_k)
+    found = {
+        k: sum(len(s.discovered) for s in load_states(build_demo(demo_dir(c), c.data.demo).traces).states)
+        for k, c in ((2, small), (5, default))
+    }
+    assert found[2] < found[5]
