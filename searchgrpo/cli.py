@@ -9,6 +9,7 @@
     searchgrpo config                        the resolved config, documented
     searchgrpo demo-world --out DIR          write a demo world (corpus, questions, traces)
     searchgrpo collect --questions FILE --out DIR   traces + corpus from a question set
+    searchgrpo import-traces LOG.jsonl --out DIR    traces from your multi-agent system's own logs
     searchgrpo audit-checker --questions FILE    the configured checker against gold labels
     searchgrpo serve                         the frozen agents' OpenAI-compatible server (llama.cpp)
 
@@ -431,6 +432,26 @@ def collect(
         typer.echo(f"warning: {printable(line)}", err=True)
     for line in lines:
         typer.echo(printable(line))
+
+
+@app.command("import-traces")
+def import_traces(
+    logs: Annotated[list[Path], typer.Argument(help="JSONL agent logs, one event per line (docs/traces.md).")],
+    out: Annotated[
+        Path, typer.Option(help="The traces folder to write (new or empty; an earlier import with --overwrite).")
+    ],
+    overwrite: Annotated[bool, typer.Option(help="Replace a traces folder an earlier import-traces wrote.")] = False,
+    strict: Annotated[bool, typer.Option(help="Stop at the first line or event that cannot be used.")] = False,
+) -> None:
+    """Turn your multi-agent system's own JSONL logs (one agent event a line) into traces for data.traces."""
+    from searchgrpo.data.agent_log import import_agent_logs
+
+    result = import_agent_logs(logs, out, overwrite=overwrite, strict=strict)
+    *issues, last = result.summary_lines()
+    for line in issues:
+        typer.echo(f"warning: {printable(line)}", err=True)
+    typer.echo(printable(last))
+    typer.echo(printable(f"train on it: --set data.traces={result.out} --set data.corpus=YOUR_CORPUS.jsonl"))
 
 
 @app.command()
