@@ -595,6 +595,25 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class PromptConfig:
+    """The Executor's prompt: the template that renders a state, and the clue format it asks for."""
+
+    template: str | None = None
+    """A Jinja2 file that renders a state as the Executor's messages: a `{% block user %}` (and
+    optionally a `{% block system %}`) over the state's question, sub-goals and tables (the
+    variables are listed in docs/own-system.md). Null: the built-in prompt,
+    searchgrpo/env/templates/executor.jinja (`searchgrpo prompt --template-source` prints it, to
+    copy and edit). A resumed run refuses a template whose text changed (its digest is recorded)."""
+
+    clue_format: Literal["lines", "numbered", "json"] = "lines"
+    """How the completion holds its clues, and so how it is parsed: `lines`, one clue per line
+    (bullets and numbering stripped; a JSON list is read too); `numbered`, only lines numbered
+    `1.` or `1)` are clues (other lines are ignored as commentary); `json`, a JSON list of strings
+    (the first `[` to the last `]`; anything else is unparsable). The built-in template asks for
+    the format set here."""
+
+
+@dataclass(frozen=True)
 class PathsConfig:
     """Where searchgrpo keeps what it builds once and reuses (runs go to train.output_dir)."""
 
@@ -628,6 +647,8 @@ class Config:
     """Evaluation metrics and the episode mode."""
     paths: PathsConfig = field(default_factory=PathsConfig)
     """The cache root."""
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    """The Executor's prompt template and clue format."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -130,4 +130,5 @@ def make_env(cfg: Config, dataset: Dataset, checker: DocumentChecker | None = No
         min_clues=cfg.env.min_clues,
         max_clues=cfg.env.max_clues,
         max_clue_words=cfg.env.max_clue_words,
+        clue_format=cfg.prompt.clue_format,
     )
