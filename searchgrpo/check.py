@@ -116,9 +116,15 @@ def run_health_checks(cfg: Config, source: str, *, with_model: bool = True) -> l
         hits = retriever.search(state.question, cfg.env.top_k)
         if not hits:
             raise ValueError(f"the question of {state.state_id} retrieves nothing")
-        return f"BM25 over {len(retriever.corpus)} documents; the first state's question finds {len(hits)}"
+        return f"{retriever.describe()}; the first state's question finds {len(hits)}"
 
-    _run("search", search, "the corpus must hold the documents the questions are about", results, needs=("data",))
+    _run(
+        "search",
+        search,
+        "the corpus (or the search API, retrieval.url) must hold the documents the questions are about",
+        results,
+        needs=("data",),
+    )
 
     def checker_and_reward() -> str:
         from searchgrpo.world import make_env

@@ -32,7 +32,8 @@ from searchgrpo.env.reward import RewardCalculator
 from searchgrpo.env.search_round import SearchRoundEnv
 from searchgrpo.errors import UserError
 from searchgrpo.fileio import OutputKind, atomic_dir, writing_cache
-from searchgrpo.retrieval.search import Retriever, SparseBM25Search, search_for_corpus
+from searchgrpo.retrieval.backends import open_retriever
+from searchgrpo.retrieval.search import Retriever, SparseBM25Search
 
 DEMO_WORLD = OutputKind("demo world", "--out", folder=True)
 """`demo-world --out`: a new or empty folder (nothing already there is ever written over)."""
@@ -118,7 +119,8 @@ def make_checker(cfg: Config, dataset: Dataset) -> DocumentChecker:
 
 
 def make_retriever(cfg: Config, dataset: Dataset) -> Retriever:
-    return search_for_corpus(dataset.corpus, cfg.env.search_backend, cache_root(cfg) / "indexes")
+    """The configured retriever over the run's corpus (`retrieval.backend`)."""
+    return open_retriever(cfg, dataset.corpus)
 
 
 def make_env(cfg: Config, dataset: Dataset, checker: DocumentChecker | None = None) -> SearchRoundEnv:
