@@ -115,3 +115,18 @@ def test_searchgrpo_prompt_shows_the_template_and_the_recorded_one(run, capsys, 
     code, out = main_in_process(["prompt", "--set", f"prompt.template={bad}"], capsys, monkeypatch)
     assert code == 2
     assert_one_error_line(out, f"{bad}:2:", "syntax error")
+
+
+def test_check_renders_every_state_with_the_template_and_names_a_broken_one(tmp_path):
+    from searchgrpo.check import run_health_checks
+
+    template = tmp_path / "first.jinja"
+    template.write_text(
+        "{% block user %}\n{{ question }}\n{{ entities[0].name }}\n{% endblock %}"
+    )  # fails on empty tables
+    results = run_health_checks(tiny_config(tmp_path, f"prompt.template={template}"), "test", with_model=False)
+    (prompt,) = [r for r in results if r.name == "prompt"]
+    assert prompt.status == "FAIL" and f"{template}:3:" in prompt.detail and "prompt.template" in prompt.fix
+    results = run_health_checks(tiny_config(tmp_path), "test", with_model=False)
+    (prompt,) = [r for r in results if r.name == "prompt"]
+    assert prompt.status == "PASS" and "the built-in template" in prompt.detail and "renders all" in prompt.detail

@@ -272,3 +272,19 @@ def test_a_state_with_replaced_tables_still_matches(demo_states):
     state = next(s for s in demo_states if len(s.before.documents) > 3)
     shuffled = replace(state, before=replace(state.before, documents=tuple(reversed(state.before.documents))))
     assert build_messages(shuffled, 3, 2, 4) == prompt_reference.build_messages(shuffled, 3, 2, 4)
+
+
+def test_a_recorded_prompt_fits_tables_to_the_token_budget_as_training_did(demo_states, tmp_path):
+    cfg = tiny_config(tmp_path)
+    tokenizer = load_tokenizer(resolve_base(cfg).path)
+    (tmp_path / "rec").mkdir()
+    write_prompt_record(tmp_path / "rec", load_template(), PromptSizes(12, 2, 4, 200))
+    record = read_prompt_record(tmp_path / "rec")
+    cut = 0
+    for state in demo_states[:30]:
+        messages = record.fitted(state, tokenizer)
+        ids = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)["input_ids"])
+        trained = encode_prompt(tokenizer, state, max_rows=12, max_tokens=200, min_clues=2, max_clues=4)
+        assert ids == trained or len(ids) > 200  # equal, unless even one row per table was too long
+        cut += messages != record.messages(state)
+    assert cut  # some states needed their tables cut

@@ -6,12 +6,12 @@ tokens). `read_prompt_record` loads them back, checking the digest, so that a pr
 renders its states exactly as training did:
 
     record = read_prompt_record("merged/Qwen3-8B-grpo-step500")
-    messages = record.messages(state)            # [{"role": "system", ...}, {"role": "user", ...}]
+    messages = record.fitted(state, tokenizer)   # [{"role": "system", ...}, {"role": "user", ...}]
     clues = record.parse(completion_text)        # the clues, read in the format it asked for
 
 (`state` is a `SearchState`; `searchgrpo.data.traces.parse_round` builds its tables from a round
-file's JSON.) The record does not shrink tables to a token budget (that needs the tokenizer;
-`searchgrpo.policy.sampling.encode_prompt` does it as training did).
+file's JSON.) `fitted` cuts the tables to the recorded token budget as training did, with the
+merged folder's tokenizer; `messages` renders them at the recorded table size.
 """
 
 from __future__ import annotations
@@ -94,6 +94,19 @@ class PromptRecord:
         return self.template.messages(
             state, max_rows=max_rows or s.max_rows, min_clues=s.min_clues, max_clues=s.max_clues
         )
+
+    def fitted(self, state: SearchState, tokenizer: Any) -> list[dict[str, str]]:
+        """The chat messages for `state` as training fed them: tables halved (the most recent rows
+        kept) until the chat-templated prompt fits the recorded max_prompt_tokens. (A prompt still
+        too long at one row per table was cut in its middle in training; here it is returned whole.)"""
+        rows = self.sizes.max_rows
+        while True:
+            messages = self.messages(state, rows)
+            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+            if len(ids) <= self.sizes.max_prompt_tokens or rows == 1:
+                return messages
+            rows = max(1, rows // 2)
 
     def parse(self, completion: str) -> ParsedClues:
         """The clues of a completion, in the recorded clue format."""

@@ -366,10 +366,16 @@ def collect_question_set(cfg: Config, questions: Path) -> CollectResult:
     if not questions.is_file():
         raise UserError(f"{questions}: question set not found")
     digest = hashlib.sha1(questions.read_bytes()).hexdigest()[:12]
+    # Collected through a search API, the traces are that API's: another folder than BM25's.
+    searched = (
+        f"-http{hashlib.sha1(str(cfg.retrieval.url).encode()).hexdigest()[:8]}"
+        if cfg.retrieval.backend == "http"
+        else ""
+    )
     folder = (
         cache_root(cfg)
         / "collected"
-        / (f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}-rules{RULES_VERSION}")
+        / (f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}{searched}-rules{RULES_VERSION}")
     )
     writable_folder(folder.parent, CACHE_ROOT_FIX)
     with writing_cache(folder, "collected question set"):
