@@ -205,3 +205,9 @@ def test_one_tiny_training_step_on_the_imported_example(tmp_path):
     (step,) = [e for e in events if isinstance(e, StepFinished)]
     assert summary.step == 1 and summary.reason == "completed"
     assert math.isfinite(step.metrics["reward/mean"]) and math.isfinite(step.metrics["loss/total"])
+
+
+def test_docs_traces_md_quotes_the_example_files_first_question():
+    doc = (ROOT / "docs" / "traces.md").read_text(encoding="utf-8")
+    quoted = doc.split("its first question reads:\n\n```json\n", 1)[1].split("```", 1)[0].splitlines()
+    assert len(quoted) == 17 and quoted == EXAMPLE.read_text(encoding="utf-8").splitlines()[: len(quoted)]
