@@ -288,3 +288,15 @@ def test_a_recorded_prompt_fits_tables_to_the_token_budget_as_training_did(demo_
         assert ids == trained or len(ids) > 200  # equal, unless even one row per table was too long
         cut += messages != record.messages(state)
     assert cut  # some states needed their tables cut
+
+
+def test_only_the_blocks_the_file_renders_are_messages(tmp_path):
+    text = "{% if sub_goals %}{% block system %}Plan: {{ sub_goals | join(', ') }}{% endblock %}{% endif %}"
+    template = load_template(write(tmp_path, text + "{% block user %}{{ question }}{% endblock %}"))
+    with_goals = template.messages(STATE, max_rows=3, min_clues=2, max_clues=4)
+    assert with_goals[0] == {"role": "system", "content": "Plan: find who directed Inception"}
+    bare = SearchState("b", "q", "Q?", (), 1, RoundState(), ())
+    assert template.messages(bare, max_rows=3, min_clues=2, max_clues=4) == [{"role": "user", "content": "Q?"}]
+    hidden = load_template(write(tmp_path, "{% if false %}{% block user %}x{% endblock %}{% endif %}", "h.jinja"))
+    with pytest.raises(TemplateError, match=r"rendered no .* for state 'b'"):
+        hidden.messages(bare, max_rows=3, min_clues=2, max_clues=4)

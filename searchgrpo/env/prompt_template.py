@@ -18,6 +18,7 @@ records it, and a merged model folder carries the file and its digest (`prompt_r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Sequence
@@ -80,6 +81,22 @@ def template_context(
     }
 
 
+def _recording(render: Any, name: str, captured: dict[str, str]) -> Any:
+    """A block's render function that also keeps the block's text in `captured[name]`."""
+
+    def record(ctx: Any) -> Any:
+        parts = list(render(ctx))
+        captured[name] = "".join(parts)
+        yield from parts
+
+    return record
+
+
+@functools.cache
+def _default_digest() -> str:
+    return hashlib.sha256(DEFAULT_TEMPLATE.read_bytes()).hexdigest()
+
+
 def _line_in(exc: BaseException, filename: str) -> int | None:
     """The line of the template file `filename` where a render error arose (the innermost frame
     of that file in the traceback Jinja rewrote), or None."""
@@ -106,7 +123,7 @@ class PromptTemplate:
     @property
     def is_default(self) -> bool:
         """The built-in template's text (wherever this copy was read from)."""
-        return self.digest == hashlib.sha256(DEFAULT_TEMPLATE.read_bytes()).hexdigest()
+        return self.digest == _default_digest()
 
     @property
     def version(self) -> str:
@@ -114,15 +131,18 @@ class PromptTemplate:
         return f"executor-template:{self.digest[:12]}"
 
     def blocks(self, context: dict[str, Any]) -> dict[str, str]:
-        """Every block's text rendered with `context`."""
+        """The text of every block the file renders with `context` (rendered once, with the file)."""
         template = self.template
         env = template.environment
         try:
             try:
                 ctx = template.new_context(context)
-                for _ in template.root_render_func(ctx):  # defines the file's macros for the blocks
+                captured: dict[str, str] = {}
+                for name, stack in ctx.blocks.items():  # each block keeps its text as the file renders it
+                    stack[0] = _recording(stack[0], name, captured)
+                for _ in template.root_render_func(ctx):  # the whole file: its macros, then its blocks
                     pass
-                return {name: "".join(stack[0](ctx)) for name, stack in ctx.blocks.items()}
+                return captured  # a block the file did not render (inside a false if) is not a message
             except Exception:
                 env.handle_exception()  # re-raises with the template's own lines in the traceback
                 raise  # not reached
@@ -143,7 +163,9 @@ class PromptTemplate:
             )
         )
         if "user" not in blocks:
-            raise TemplateError(f"{printable(self.path)}: prompt template has no {{% block user %}} (the user message)")
+            raise TemplateError(
+                f"{printable(self.path)}: prompt template rendered no {{% block user %}} for state {state.state_id!r}"
+            )
         out = []
         system = blocks.get("system", "").strip("\n")
         if system:
