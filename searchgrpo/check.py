@@ -108,6 +108,21 @@ def run_health_checks(cfg: Config, source: str, *, with_model: bool = True) -> l
 
     _run("split", split, "check data.eval_fraction", results, needs=("data",))
 
+    def prompt() -> str:
+        from searchgrpo.env.prompt_template import DEFAULT_TEMPLATE, load_template
+
+        template = load_template(cfg.prompt.template, cfg.prompt.clue_format)
+        where = "the built-in template" if template.path == DEFAULT_TEMPLATE else str(template.path)
+        states = [*ctx["ds"].train, *ctx["ds"].eval]
+        sizes = dict(max_rows=cfg.data.max_table_rows, min_clues=cfg.env.min_clues, max_clues=cfg.env.max_clues)
+        lengths = [sum(len(m["content"]) for m in template.messages(s, **sizes)) for s in states]
+        return (
+            f"{template.version} ({where}, clue format {template.clue_format}) renders all {len(states)} "
+            f"states ({min(lengths)}-{max(lengths)} characters); `searchgrpo prompt` shows them"
+        )
+
+    _run("prompt", prompt, "fix prompt.template at the file and line named", results, needs=("data",))
+
     def search() -> str:
         from searchgrpo.world import make_retriever
 
@@ -116,9 +131,15 @@ def run_health_checks(cfg: Config, source: str, *, with_model: bool = True) -> l
         hits = retriever.search(state.question, cfg.env.top_k)
         if not hits:
             raise ValueError(f"the question of {state.state_id} retrieves nothing")
-        return f"BM25 over {len(retriever.corpus)} documents; the first state's question finds {len(hits)}"
+        return f"{retriever.describe()}; the first state's question finds {len(hits)}"
 
-    _run("search", search, "the corpus must hold the documents the questions are about", results, needs=("data",))
+    _run(
+        "search",
+        search,
+        "the corpus (or the search API, retrieval.url) must hold the documents the questions are about",
+        results,
+        needs=("data",),
+    )
 
     def checker_and_reward() -> str:
         from searchgrpo.world import make_env

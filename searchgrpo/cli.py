@@ -7,8 +7,10 @@
     searchgrpo train --headless --resume     continue the newest run from its last checkpoint
     searchgrpo check                         validate config, data, model and one forward pass
     searchgrpo config                        the resolved config, documented
+    searchgrpo prompt --first 3              the Executor's prompt for states of the data
     searchgrpo demo-world --out DIR          write a demo world (corpus, questions, traces)
     searchgrpo collect --questions FILE --out DIR   traces + corpus from a question set
+    searchgrpo import-traces LOG.jsonl --out DIR    traces from your multi-agent system's own logs
     searchgrpo audit-checker --questions FILE    the configured checker against gold labels
     searchgrpo serve                         the frozen agents' OpenAI-compatible server (llama.cpp)
 
@@ -202,6 +204,58 @@ def show_config(config: ConfigOpt = None, overrides: SetOpt = None) -> None:
 
     cfg, source = load(config, overrides)
     print_config_table(Console(), describe(cfg), source)
+
+
+@app.command("prompt")
+def show_prompt(
+    config: ConfigOpt = None,
+    overrides: SetOpt = None,
+    state: Annotated[list[str] | None, typer.Option("--state", help="A state id to render (repeatable).")] = None,
+    first: Annotated[int, typer.Option(help="Without --state: render the first N states (in id order).")] = 1,
+    from_folder: Annotated[
+        Path | None,
+        typer.Option("--from", help="Use the prompt recorded in this run folder or merged model folder."),
+    ] = None,
+    tokens: Annotated[
+        bool, typer.Option(help="Load the tokenizer: the chat-templated prompt as the model sees it, cut to fit.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per state: its id and messages.")] = False,
+    template_source: Annotated[
+        bool, typer.Option("--template-source", help="Print the template file itself (to copy and edit).")
+    ] = False,
+) -> None:
+    """Render the Executor's prompt for states of the data (prompt.template), to check it is your
+    production prompt."""
+    import json
+
+    from searchgrpo.export.prompt_preview import preview, prompt_source
+    from searchgrpo.runs import quiet_libraries
+
+    if first < 1:
+        raise UserError(f"--first {first} is out of range: expected >= 1")
+    quiet_libraries()
+    cfg, _ = load(config, overrides)
+    if template_source:
+        template, _ = prompt_source(cfg, from_folder)
+        typer.echo(template.text, nl=False)
+        return
+    template, shown = preview(cfg, state_ids=state or [], first=first, from_folder=from_folder, tokens=tokens)
+    for p in shown:
+        if as_json:
+            record = {"state_id": p.state_id, "messages": p.messages, "prompt_version": template.version}
+            if p.chat_text is not None:
+                record.update(chat_text=p.chat_text, tokens=p.tokens)
+            typer.echo(json.dumps(record, ensure_ascii=False))
+            continue
+        head = f"=== {p.state_id}   ({template.version}, {template.path}, clues: {template.clue_format})"
+        typer.echo(printable(head))
+        if p.chat_text is not None:
+            typer.echo(printable(f"--- as the model sees it ({p.tokens} tokens)"))
+            typer.echo(printable(p.chat_text, keep="\n"))
+            continue
+        for m in p.messages:
+            typer.echo(printable(f"--- {m['role']}"))
+            typer.echo(printable(m["content"], keep="\n"))
 
 
 @app.command("demo-world")
@@ -431,6 +485,26 @@ def collect(
         typer.echo(f"warning: {printable(line)}", err=True)
     for line in lines:
         typer.echo(printable(line))
+
+
+@app.command("import-traces")
+def import_traces(
+    logs: Annotated[list[Path], typer.Argument(help="JSONL agent logs, one event per line (docs/traces.md).")],
+    out: Annotated[
+        Path, typer.Option(help="The traces folder to write (new or empty; an earlier import with --overwrite).")
+    ],
+    overwrite: Annotated[bool, typer.Option(help="Replace a traces folder an earlier import-traces wrote.")] = False,
+    strict: Annotated[bool, typer.Option(help="Stop at the first line or event that cannot be used.")] = False,
+) -> None:
+    """Turn your multi-agent system's own JSONL logs (one agent event a line) into traces for data.traces."""
+    from searchgrpo.data.agent_log import import_agent_logs
+
+    result = import_agent_logs(logs, out, overwrite=overwrite, strict=strict)
+    *issues, last = result.summary_lines()
+    for line in issues:
+        typer.echo(f"warning: {printable(line)}", err=True)
+    typer.echo(printable(last))
+    typer.echo(printable(f"train on it: --set data.traces={result.out} --set data.corpus=YOUR_CORPUS.jsonl"))
 
 
 @app.command()

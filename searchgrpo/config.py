@@ -610,6 +610,66 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class PromptConfig:
+    """The Executor's prompt: the template that renders a state, and the clue format it asks for."""
+
+    template: str | None = None
+    """A Jinja2 file that renders a state as the Executor's messages: a `{% block user %}` (and
+    optionally a `{% block system %}`) over the state's question, sub-goals and tables (the
+    variables are listed in docs/own-system.md). Null: the built-in prompt,
+    searchgrpo/env/templates/executor.jinja (`searchgrpo prompt --template-source` prints it, to
+    copy and edit). A resumed run refuses a template whose text changed (its digest is recorded)."""
+
+    clue_format: Literal["lines", "numbered", "json"] = "lines"
+    """How the completion holds its clues, and so how it is parsed: `lines`, one clue per line
+    (bullets and numbering stripped; a JSON list is read too); `numbered`, only lines numbered
+    `1.` or `1)` are clues (other lines are ignored as commentary); `json`, a JSON list of strings
+    (the first `[` to the last `]`; anything else is unparsable). The built-in template asks for
+    the format set here."""
+
+
+def _search_url(v: str | None) -> bool:
+    return v is None or (v.startswith(("http://", "https://")) and not _has_credentials(v))
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """The SearchOrchestrator's retriever: BM25 over data.corpus, or your own search API over HTTP."""
+
+    backend: Literal["bm25", "http"] = "bm25"
+    """`bm25`: BM25 over data.corpus (env.search_backend picks its implementation). `http`: your
+    search API at `url`, which returns ranked documents (the request and reply are in
+    docs/own-system.md); training, eval, collect and episodes then search through it."""
+
+    url: str | None = checked(
+        None,
+        _search_url,
+        "null or an http(s):// URL without credentials (the API key comes from the environment: retrieval.api_key_env)",
+        show=lambda v: shown(_masked(v)),
+    )
+    """`http` backend: the URL searches are POSTed to, e.g. http://127.0.0.1:8100/search."""
+
+    api_key_env: str = "SEARCHGRPO_SEARCH_API_KEY"
+    """Name of the environment variable that holds the search API's key (sent as a Bearer token
+    when set; never logged)."""
+
+    timeout_s: float = positive(30.0)
+    """Time one search request may take in all, in seconds (connecting, sending, the whole reply)."""
+
+    max_retries: int = between(5, 0, 1000)
+    """Retries of a failed search (connection refused, timeout, 429 or 5xx), with exponential
+    backoff from 0.5 s, doubling up to 10 s apart."""
+
+    retry_deadline_s: float = positive(120.0)
+    """Stop retrying a search this many seconds after its first attempt and fail with one line
+    (a step is never scored with missing search results)."""
+
+    max_reply_bytes: int = between(16 * 1024 * 1024, 1024, 1024**3)
+    """Largest reply accepted from the search API, in bytes (refused as soon as it is announced or
+    read past this size)."""
+
+
+@dataclass(frozen=True)
 class PathsConfig:
     """Where searchgrpo keeps what it builds once and reuses (runs go to train.output_dir)."""
 
@@ -643,6 +703,10 @@ class Config:
     """Evaluation metrics and the episode mode."""
     paths: PathsConfig = field(default_factory=PathsConfig)
     """The cache root."""
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    """The Executor's prompt template and clue format."""
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    """The retriever: BM25 or an HTTP search API."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -848,6 +912,8 @@ def _cross_checks(cfg: Config, source: str) -> None:
         raise ConfigError(f"{source}: env.min_clues = {cfg.env.min_clues} is above env.max_clues = {cfg.env.max_clues}")
     if cfg.model.load_in_4bit and cfg.model.device == "cpu":
         raise ConfigError(f"{source}: model.load_in_4bit = true needs CUDA, but model.device = 'cpu'")
+    if cfg.retrieval.backend == "http" and cfg.retrieval.url is None:
+        raise ConfigError(f"{source}: retrieval.backend = http needs retrieval.url (the search API's URL)")
     judge = cfg.checker
     if judge.backend != "simulated" and (judge.judge_noise > 0 or judge.judge_bias != "none"):
         raise ConfigError(

@@ -61,15 +61,12 @@ def decode_json_line(raw: bytes) -> object:
         raise ValueError(long_integer_reason()) from None
 
 
-def read_records(
-    path: Path, parse: Callable[[object], T], key: Callable[[T], str], what: str, issues: IssueLog
-) -> list[T]:
-    """The valid records of `path`, first occurrence of each key kept.
+def parsed_lines(path: Path, parse: Callable[[object], T], issues: IssueLog) -> Iterator[tuple[str, T]]:
+    """(`path:line`, record) of every line `parse` accepts; blank lines are passed over, every other
+    line that cannot be read or parsed is reported (`path:line: reason`) and skipped.
 
-    `parse` raises ValueError naming the bad field; `what` names the key in messages ("docid").
+    `parse` raises ValueError naming the bad field.
     """
-    out: list[T] = []
-    seen: set[str] = set()
     with path.open("rb") as fh:
         for lineno, raw, length in _lines(fh, MAX_LINE_BYTES):
             where = f"{path}:{lineno}"
@@ -94,10 +91,23 @@ def read_records(
             except ValueError as exc:
                 issues.record(where, str(exc))
                 continue
-            k = key(record)
-            if k in seen:
-                issues.record(where, f"duplicate {what} {k!r} (the first one is kept)")
-                continue
-            seen.add(k)
-            out.append(record)
+            yield where, record
+
+
+def read_records(
+    path: Path, parse: Callable[[object], T], key: Callable[[T], str], what: str, issues: IssueLog
+) -> list[T]:
+    """The valid records of `path`, first occurrence of each key kept.
+
+    `parse` raises ValueError naming the bad field; `what` names the key in messages ("docid").
+    """
+    out: list[T] = []
+    seen: set[str] = set()
+    for where, record in parsed_lines(path, parse, issues):
+        k = key(record)
+        if k in seen:
+            issues.record(where, f"duplicate {what} {k!r} (the first one is kept)")
+            continue
+        seen.add(k)
+        out.append(record)
     return out

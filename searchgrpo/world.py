@@ -32,7 +32,8 @@ from searchgrpo.env.reward import RewardCalculator
 from searchgrpo.env.search_round import SearchRoundEnv
 from searchgrpo.errors import UserError
 from searchgrpo.fileio import OutputKind, atomic_dir, writing_cache
-from searchgrpo.retrieval.search import Retriever, SparseBM25Search, search_for_corpus
+from searchgrpo.retrieval.backends import open_retriever
+from searchgrpo.retrieval.search import Retriever, SparseBM25Search
 
 DEMO_WORLD = OutputKind("demo world", "--out", folder=True)
 """`demo-world --out`: a new or empty folder (nothing already there is ever written over)."""
@@ -122,7 +123,8 @@ def make_checker(cfg: Config, dataset: Dataset, notice: Callable[[str], None] | 
 
 
 def make_retriever(cfg: Config, dataset: Dataset) -> Retriever:
-    return search_for_corpus(dataset.corpus, cfg.env.search_backend, cache_root(cfg) / "indexes")
+    """The configured retriever over the run's corpus (`retrieval.backend`)."""
+    return open_retriever(cfg, dataset.corpus)
 
 
 def make_env(
@@ -139,4 +141,5 @@ def make_env(
         min_clues=cfg.env.min_clues,
         max_clues=cfg.env.max_clues,
         max_clue_words=cfg.env.max_clue_words,
+        clue_format=cfg.prompt.clue_format,
     )

@@ -48,7 +48,8 @@ def test_demo_checkpoints_load_back(tmp_path):
 
 
 def test_demo_cache_is_keyed_by_the_top_k_its_traces_were_collected_with(tmp_path):
-    """Traces collected with top_k=2 are never read by a run with top_k=5 (they were: test order decided what a run saw)."""
+    """Traces collected with top_k=2 are never read by a run with top_k=5 (they were: test order
+    decided what a run saw)."""
     from searchgrpo.config import load_config
     from searchgrpo.world import demo_dir
 

@@ -1,7 +1,7 @@
 """Rendering states as prompts and parsing clues."""
 
 from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState, SearchState
-from searchgrpo.env.prompts import parse_clues, render_state
+from searchgrpo.env.prompts import build_messages, parse_clues
 from searchgrpo.retrieval.clues import normalise_clue
 
 
@@ -13,6 +13,10 @@ def test_parse_clues():
     assert parse_clues("  \n--\n", 4).unparsable
     assert parse_clues("Clue 1: alpha\nQuery 2 - beta", 4).clues == ("alpha", "beta")
     assert normalise_clue("  Maren   DOLVIK ") == "dolvik maren" == normalise_clue("dolvik Maren Maren")
+
+
+def render_state(state, max_rows, min_clues, max_clues):
+    return build_messages(state, max_rows, min_clues, max_clues)[-1]["content"]
 
 
 def test_render_state_shows_tables_and_cuts_long_ones():

@@ -1,6 +1,6 @@
 """A small client for OpenAI-compatible `/v1/chat/completions` servers (vLLM, llama.cpp, ...).
 
-It speaks plain HTTP with the standard library (`http_exchange`, over http.client): the frozen
+It speaks plain HTTP with the standard library (`searchgrpo.http_exchange`, over http.client): the frozen
 agents need one POST and one GET, so a client library would add a dependency and nothing else. It
 adds what a training run needs from a server it does not control:
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,16 +39,17 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from searchgrpo.agents.http_exchange import (
-    ExchangeTimeout,
+from searchgrpo.errors import UserError, one_line, printable
+from searchgrpo.http_exchange import (
     ReplyTooLarge,
     RequestNotBuilt,
     StatusError,
-    check_header_value,
+    api_key_from_env,
+    checked_api_key,
     exchange,
 )
-from searchgrpo.errors import UserError, one_line, printable
-from searchgrpo.redact import add_secret, scrub
+from searchgrpo.http_exchange import failure_reason as _reason
+from searchgrpo.redact import scrub
 
 BACKOFF_START_S = 0.5
 BACKOFF_MAX_S = 10.0
@@ -99,26 +99,6 @@ class ClientStats:
 
 def _one_line(text: str, limit: int = 200) -> str:
     return one_line(scrub(text), limit)
-
-
-def checked_api_key(key: str, where: str) -> str:
-    """`key`, registered as a secret; refused in one line that does not show it when it holds a
-    character an HTTP header cannot carry (a CR or LF pasted with it, say). `where` names its source."""
-    if key:
-        try:
-            check_header_value("Authorization", key)
-        except RequestNotBuilt as exc:
-            what = str(exc).split(" would hold ", 1)[1]
-            raise UserError(
-                f"{where} holds {what} of its {len(key)} characters; the key was not used (set it again without it)"
-            ) from None
-        add_secret(key)
-    return key
-
-
-def api_key_from_env(name: str | None) -> str:
-    """The key in `$name` ('' when unset or `name` is None), checked (`checked_api_key`)."""
-    return checked_api_key(os.environ.get(name, ""), f"${name}") if name else ""
 
 
 class ChatClient:
@@ -302,23 +282,6 @@ class ChatClient:
             self._sleep(wait)
             if asked is None:
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
-
-
-def _reason(exc: BaseException) -> str:
-    """What went wrong with an attempt, in words (never a header value: those are checked before
-    anything is sent)."""
-    if isinstance(exc, (ExchangeTimeout, ReplyTooLarge)):
-        return str(exc)
-    if isinstance(exc, json.JSONDecodeError):
-        return f"reply is not JSON ({exc.msg})"
-    if isinstance(exc, UnicodeDecodeError):
-        return "reply is not UTF-8"
-    text = str(getattr(exc, "strerror", None) or exc)
-    return (
-        f"{type(exc).__name__}: {text}"
-        if text and not text.startswith(type(exc).__name__)
-        else (text or type(exc).__name__)
-    )
 
 
 def retry_after_s(value: str, now: float | None = None) -> float | None:

@@ -1,8 +1,9 @@
-"""The Executor's prompt (a state rendered as text) and the parser of its clues.
+"""The Executor's prompt (a state rendered through the prompt template) and the parser of its clues.
 
-The prompt shows the question, the sub-goals and the entity, goal, document and context tables of
-the state before the round, then asks for search clues, one per line. `PROMPT_VERSION` changes
-whenever the wording does, so that caches and checkpoints can tell prompts apart.
+The prompt is a Jinja2 template (`prompt.template`; `searchgrpo.env.prompt_template`): the
+built-in one shows the question, the sub-goals and the entity, goal, document and context tables
+of the state before the round, then asks for search clues in `prompt.clue_format`. The parser
+reads clues in that same format (`parse_clues`).
 """
 
 from __future__ import annotations
@@ -11,69 +12,37 @@ import json
 import re
 from dataclasses import dataclass
 
-from searchgrpo.data.traces import SearchState
+from searchgrpo.data.traces import RoundState, SearchState
+from searchgrpo.env.prompt_template import PromptTemplate, load_template
 
 PROMPT_VERSION = "executor-v2"
-
-SYSTEM_PROMPT = (
-    "You are the Executor of a deep-search team. You write search clues: short keyword queries "
-    "for a BM25 search engine. Good clues name the specific entities the team still needs "
-    "documents about, using names from the tables."
-)
-
-_VERDICT_ORDER = {"IMPORTANT": 0, "RELEVANT": 1}
+"""The built-in prompt's wording, as it was before templates (the built-in template renders it
+exactly); a template's own `version` carries its digest."""
 
 
-def _table(title: str, rows: list[str], limit: int, hidden: str, keep_first: bool = False) -> list[str]:
-    """A titled bullet list of at most `limit` rows: the last ones, or the first with keep_first."""
-    if not rows:
-        return [f"{title}: (none)"]
-    shown = rows[:limit] if keep_first else rows[-limit:]
-    out = [f"{title}:"] + [f"- {r}" for r in shown]
-    if len(rows) > len(shown):
-        out.append(f"- ({len(rows) - len(shown)} more {hidden} not shown)")
-    return out
+def build_messages(
+    state: SearchState, max_rows: int, min_clues: int, max_clues: int, template: PromptTemplate | None = None
+) -> list[dict[str, str]]:
+    """The Executor's chat messages for `state`, rendered with `template` (None: the built-in one)."""
+    template = template or default_template()
+    return template.messages(state, max_rows=max_rows, min_clues=min_clues, max_clues=max_clues)
 
 
-def _short(text: str, limit: int = 140) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+_DEFAULT: list[PromptTemplate] = []
 
 
-def render_state(state: SearchState, max_rows: int, min_clues: int, max_clues: int) -> str:
-    """The user message for one state. Tables keep their `max_rows` most recent rows; documents
-    are listed most useful first (IMPORTANT, RELEVANT, then the rest, newest first)."""
-    b = state.before
-    lines = [f"Question: {state.question}"]
-    if state.sub_goals:
-        lines.append("Sub-goals:")
-        lines += [f"{i}. {g}" for i, g in enumerate(state.sub_goals, 1)]
-    entity_rows = [
-        f"{e.name}"
-        + (f" ({e.type})" if e.type else "")
-        + (f": {'; '.join(_short(f) for f in e.facts[:2])}" if e.facts else "")
-        for e in b.entities
-    ]
-    lines += _table("Entities", entity_rows, max_rows, "entities")
-    goal_rows = [f"[{g.status}] {g.text}" + (f" -> {g.answer}" if g.answer else "") for g in b.goals]
-    lines += _table("Goals", goal_rows, max_rows, "goals")
-    # Useful documents first: a long tail of IRRELEVANT ones is what gets cut.
-    docs = sorted(b.documents, key=lambda d: (_VERDICT_ORDER.get(d.verdict.upper(), 2), -d.round))
-    doc_rows = [f"{d.verdict or '?'} | {d.title or d.docid}" for d in docs]
-    lines += _table("Documents found", doc_rows, max_rows, "documents", keep_first=True)
-    lines += _table("Context", list(b.context), max_rows, "notes")
-    lines.append(
-        f"Write {min_clues} to {max_clues} new search clues for the next search, one per line, "
-        "with no numbering and no explanation."
-    )
-    return "\n".join(lines)
+def default_template() -> PromptTemplate:
+    """The built-in template with the `lines` clue format (loaded once)."""
+    if not _DEFAULT:
+        _DEFAULT.append(load_template(None))
+    return _DEFAULT[0]
 
 
-def build_messages(state: SearchState, max_rows: int, min_clues: int, max_clues: int) -> list[dict[str, str]]:
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": render_state(state, max_rows, min_clues, max_clues)},
-    ]
+def system_prompt(template: PromptTemplate | None = None) -> str:
+    """The system message a template renders (the built-in one's: the Executor's role)."""
+    empty = SearchState("", "", "", (), 1, RoundState(), ())
+    messages = build_messages(empty, 1, 1, 1, template)
+    return messages[0]["content"] if messages[0]["role"] == "system" else ""
 
 
 # --------------------------------------------------------------------------- parsing
@@ -99,18 +68,55 @@ def _clean(line: str) -> str:
     return " ".join(line.split())
 
 
-def parse_clues(text: str, max_clues: int) -> ParsedClues:
-    """One clue per non-empty line (bullets and numbering are stripped); a JSON list also works."""
+_NUMBERED = re.compile(r"^\s*\(?\d+[.)]\s*(.*)$")
+
+
+def _json_list(text: str) -> list[str] | None:
+    """The list of strings between the text's first `[` and last `]`, or None when there is none."""
+    start, end = text.find("["), text.rfind("]")
+    if start < 0 or end < start:
+        return None
+    try:
+        data = json.loads(text[start : end + 1])
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return data if isinstance(data, list) and all(isinstance(x, str) for x in data) else None
+
+
+def parse_clues(text: str, max_clues: int, clue_format: str = "lines") -> ParsedClues:
+    r"""The clues of a completion in `clue_format` (`prompt.clue_format`):
+
+    - `lines`: one clue per non-empty line (bullets and numbering are stripped); a completion that
+      is a JSON list of strings is read as one too;
+    - `numbered`: only lines numbered `1.`, `2)`, `(3)` ... are clues; any other line is commentary;
+    - `json`: a JSON list of strings, from the first `[` to the last `]` (a code fence or a sentence
+      around it is ignored); anything else holds no clue.
+
+    Clues are cleaned the same way in every format (quotes, bullets and extra spaces removed), and
+    kept only when they hold a letter or digit.
+
+    >>> parse_clues("1. alpha\nsee above\n2) beta", 4, "numbered").clues
+    ('alpha', 'beta')
+    >>> parse_clues('Here: ["alpha", "beta gamma"]', 4, "json").clues
+    ('alpha', 'beta gamma')
+    """
     candidates: list[str] = []
-    stripped = text.strip()
-    if stripped.startswith("["):
-        try:
-            data = json.loads(stripped)
-            if isinstance(data, list) and all(isinstance(x, str) for x in data):
-                candidates = [_clean(x) for x in data]
-        except json.JSONDecodeError:
-            pass
-    if not candidates:
-        candidates = [_clean(line) for line in text.splitlines()]
+    if clue_format == "json":
+        candidates = [_clean(x) for x in _json_list(text) or []]
+    elif clue_format == "numbered":
+        candidates = [_clean(m.group(1)) for m in map(_NUMBERED.match, text.splitlines()) if m]
+    elif clue_format == "lines":
+        stripped = text.strip()
+        if stripped.startswith("["):
+            try:
+                data = json.loads(stripped)
+                if isinstance(data, list) and all(isinstance(x, str) for x in data):
+                    candidates = [_clean(x) for x in data]
+            except json.JSONDecodeError:
+                pass
+        if not candidates:
+            candidates = [_clean(line) for line in text.splitlines()]
+    else:
+        raise ValueError(f"unknown clue format {clue_format!r}")
     clues = [c for c in candidates if any(ch.isalnum() for ch in c)]
     return ParsedClues(tuple(clues[:max_clues]), len(clues), not clues)

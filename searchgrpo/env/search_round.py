@@ -74,6 +74,7 @@ class SearchRoundEnv:
         min_clues: int,
         max_clues: int,
         max_clue_words: int = 12,
+        clue_format: str = "lines",
     ) -> None:
         self.retriever = retriever
         self.checker = checker
@@ -82,6 +83,8 @@ class SearchRoundEnv:
         self.min_clues = min_clues
         self.max_clues = max_clues
         self.max_clue_words = max_clue_words
+        self.clue_format = clue_format
+        """How completions hold their clues (`prompt.clue_format`; `parse_clues`)."""
         self.state: SearchState | None = None
         self._original: dict[str, float] = {}
 
@@ -97,7 +100,7 @@ class SearchRoundEnv:
 
     def parse(self, completion: str | Sequence[str]) -> ParsedClues:
         if isinstance(completion, str):
-            return parse_clues(completion, self.max_clues)
+            return parse_clues(completion, self.max_clues, self.clue_format)
         kept = tuple(c for c in completion if c.strip())
         return ParsedClues(kept[: self.max_clues], len(kept), not kept)
 

@@ -9,7 +9,9 @@ already have a `meta.json` are skipped, so an interrupted collect resumes where 
 same inputs and seed always give the same traces (the LLM agents answer greedily).
 
 `collect_to_folder` does it for a whole question set: it writes the pooled corpus
-(`corpus.jsonl`), then `traces/`, ready for `data.corpus` and `data.traces`. Collecting again into
+(`corpus.jsonl`), then `traces/`, ready for `data.corpus` and `data.traces`. Search goes through
+the configured retriever (`retrieval.backend`); documents your search API returned from outside
+the set are added to `corpus.jsonl` with the text the API gave. Collecting again into
 the same folder after the question set grew (or a document changed) rewrites the corpus, so that
 every document of the set, gold ones first of all, is in it; documents only older traces use are
 kept, so those still resolve. `searchgrpo check` verifies that every gold document is there.
@@ -258,7 +260,7 @@ def collect_to_folder(
     from searchgrpo.data.questions import load_questions, pooled_corpus, unique_docids
     from searchgrpo.errors import IssueLog, UserError
     from searchgrpo.fileio import atomic_write_json
-    from searchgrpo.retrieval.search import search_for_corpus
+    from searchgrpo.retrieval.backends import open_retriever
 
     for role, choice in (("planner", planner), ("executor", executor), ("entity_manager", entity_manager)):
         if choice not in AGENT_CHOICES[role]:
@@ -333,7 +335,7 @@ def collect_to_folder(
             from searchgrpo.policy.executor import PolicyExecutor
 
             agents["executor"] = PolicyExecutor.base_model(cfg, seed=seed)
-        retriever = search_for_corpus(corpus, cfg.env.search_backend, cache_root(cfg) / "indexes")
+        retriever = open_retriever(cfg, corpus)  # retrieval.backend: BM25, or your search API
         stats = collect(
             selected,
             retriever,
@@ -346,6 +348,9 @@ def collect_to_folder(
             **agents,
         )
         checker_counters = checker_stats(checker) or {}
+        external = getattr(retriever.corpus, "external", None)
+        if external:  # documents only the search API knew: kept, so the traces and corpus belong together
+            _, corpus_note = complete_corpus(corpus_path, [*documents, *external.values()])
     finally:
         for close in closers:
             close()
@@ -361,10 +366,16 @@ def collect_question_set(cfg: Config, questions: Path) -> CollectResult:
     if not questions.is_file():
         raise UserError(f"{questions}: question set not found")
     digest = hashlib.sha1(questions.read_bytes()).hexdigest()[:12]
+    # Collected through a search API, the traces are that API's: another folder than BM25's.
+    searched = (
+        f"-http{hashlib.sha1(str(cfg.retrieval.url).encode()).hexdigest()[:8]}"
+        if cfg.retrieval.backend == "http"
+        else ""
+    )
     folder = (
         cache_root(cfg)
         / "collected"
-        / (f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}-rules{RULES_VERSION}")
+        / (f"{questions.stem}-{digest}-k{cfg.env.top_k}-{cfg.checker.backend}{searched}-rules{RULES_VERSION}")
     )
     writable_folder(folder.parent, CACHE_ROOT_FIX)
     with writing_cache(folder, "collected question set"):

@@ -9,6 +9,10 @@ config, generation config and tokenizer into a temporary folder, reload that fol
 passes is renamed to `{output_dir}/{base_name}-grpo-step{N}/`; a failure deletes it and says why,
 so an interrupted or failed merge never leaves a folder that looks complete.
 
+Each merged folder also holds the prompt its checkpoint was trained with (`prompt_template.jinja`
+and `prompt.json`, also under "prompt" in `searchgrpo_merge.json`; see `export.merged_prompt`), so
+the model is served with the prompt it learned on.
+
 Before any weight loads, `run_merge` checks the output folder (it must be a folder this process can
 write: not a file, not on a read-only file system), removes the temporaries of merges that were
 killed (their writer's pid is gone), and checks that each adapter fits the base: every adapted
@@ -38,8 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from searchgrpo.config import Config
+from searchgrpo.env.prompt_record import write_prompt_record
+from searchgrpo.env.prompt_template import load_template
 from searchgrpo.errors import UserError
 from searchgrpo.events import EventSink, LogMessage, MergeFinished, MergeProgress, MergeStarted
+from searchgrpo.export.merged_prompt import MergePrompt, merge_prompt
 from searchgrpo.fileio import OutputKind, atomic_dir, claim_output, remove_stale_temporaries
 from searchgrpo.policy.model_files import adapter_fit, load_pretrained_checked
 from searchgrpo.train.checkpoints import STATE_FILE, checkpoint_adapter, list_checkpoints
@@ -154,13 +161,16 @@ def run_merge(
     for job in jobs:
         adapter_fit(job.checkpoint / "adapter", base.path)
     sink(MergeStarted([str(j.checkpoint) for j in jobs], request.output_dir))
+    prompts = {job.checkpoint: merge_prompt(cfg, job.checkpoint) for job in jobs}
+    for note in dict.fromkeys(p.note for p in prompts.values() if p.note):
+        sink(LogMessage("warning", note))
     tokenizer = load_tokenizer(base.path)
     probe = _probe_prompts(cfg, tokenizer)
     outputs, parity = [], []
     for job in jobs:
         if stop is not None and stop.is_set():
             raise UserError("merge stopped; the folders finished so far are complete")
-        figures = merge_one(base.path, tokenizer, job, probe, request, sink)
+        figures = merge_one(base.path, tokenizer, job, probe, request, sink, prompts[job.checkpoint])
         outputs.append(job.output)
         parity.append({"output": str(job.output), **figures})
     sink(MergeFinished([str(p) for p in outputs], parity))
@@ -188,6 +198,7 @@ def _probe_prompts(cfg: Config, tokenizer: Any) -> list[list[int]]:
 
     ds = load_dataset(cfg)
     states = (ds.eval or ds.train)[:PROBE_STATES]
+    template = load_template(cfg.prompt.template, cfg.prompt.clue_format)
     return [
         encode_prompt(
             tokenizer,
@@ -196,13 +207,20 @@ def _probe_prompts(cfg: Config, tokenizer: Any) -> list[list[int]]:
             max_tokens=512,
             min_clues=cfg.env.min_clues,
             max_clues=cfg.env.max_clues,
+            template=template,
         )
         for s in states
     ]
 
 
 def merge_one(
-    base_path: Path, tokenizer: Any, job: MergeJob, probe: list[list[int]], request: MergeRequest, sink: EventSink
+    base_path: Path,
+    tokenizer: Any,
+    job: MergeJob,
+    probe: list[list[int]],
+    request: MergeRequest,
+    sink: EventSink,
+    prompt: MergePrompt | None = None,
 ) -> dict[str, Any]:
     import torch
     from peft import PeftModel
@@ -229,6 +247,8 @@ def merge_one(
         progress("save")
         merged.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        # The prompt the checkpoint was trained with, so the model is served with it (`merged_prompt`).
+        prompt_json = write_prompt_record(tmp, prompt.template, prompt.sizes, prompt.source) if prompt else None
         progress("parity")
         reloaded = AutoModelForCausalLM.from_pretrained(str(tmp), dtype=torch.float32).to(request.device)
         reloaded.eval()
@@ -242,6 +262,7 @@ def merge_one(
                     "base": str(base_path),
                     "dtype": request.dtype,
                     "parity": figures,
+                    "prompt": prompt_json,
                 },
                 indent=2,
             )

@@ -69,7 +69,7 @@ class PolicyExecutor:
         self.calls += len(requests)
         out = []
         for r, text in zip(requests, texts):
-            clues = list(parse_clues(text, cfg.env.max_clues).clues)
+            clues = list(parse_clues(text, cfg.env.max_clues, cfg.prompt.clue_format).clues)
             if not clues:
                 self.fallbacks += 1
                 clues = self._rule.clues(r.question_id, r.question, r.state, r.round_no)

@@ -1,7 +1,7 @@
 """Sampling clue sets from the policy.
 
-- `encode_prompt` renders a state with the chat template, shrinking the tables until the prompt
-  fits `grpo.max_prompt_tokens`.
+- `encode_prompt` renders a state with the prompt template (`prompt.template`) and the chat
+  template, shrinking the tables until the prompt fits `grpo.max_prompt_tokens`.
 - `generate` samples K completions per prompt in one batched decoding loop (prompts left-padded
   and encoded once each, their KV cache copied to the K rows), and trims each completion after its
   first end-of-sequence token (which it keeps, so the policy learns to stop). On CUDA the decode
@@ -21,17 +21,26 @@ import torch
 
 from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
+from searchgrpo.env.prompt_template import PromptTemplate, load_template
 from searchgrpo.env.prompts import build_messages
 from searchgrpo.policy.decoders import DynamicDecoder, FusedDecoder, StaticDecoder, resolve_decoder
 
 
 def encode_prompt(
-    tokenizer: Any, state: SearchState, *, max_rows: int, max_tokens: int, min_clues: int, max_clues: int
+    tokenizer: Any,
+    state: SearchState,
+    *,
+    max_rows: int,
+    max_tokens: int,
+    min_clues: int,
+    max_clues: int,
+    template: PromptTemplate | None = None,
 ) -> list[int]:
-    """Token ids of the state's prompt; tables shrink (most recent rows kept) until it fits."""
+    """Token ids of the state's prompt (rendered with `template`, None: the built-in one); tables
+    shrink (most recent rows kept) until it fits."""
     rows = max_rows
     while True:
-        messages = build_messages(state, rows, min_clues, max_clues)
+        messages = build_messages(state, rows, min_clues, max_clues, template)
         ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         if hasattr(ids, "keys"):
             ids = ids["input_ids"]
@@ -46,32 +55,35 @@ def encode_prompt(
 
 
 class Prompts:
-    """The Executor's prompts as the config sizes them (data.max_table_rows, grpo.max_prompt_tokens,
-    env.min_clues / max_clues): `encode(state)`, and `prompts(state)` cached by state id."""
+    """The Executor's prompts as the config renders and sizes them (prompt.template,
+    data.max_table_rows, grpo.max_prompt_tokens, env.min_clues / max_clues): `encode(state)`, and
+    `prompts(state)` cached by the template's digest and the state id."""
 
-    def __init__(self, tokenizer: Any, cfg: Config) -> None:
+    def __init__(self, tokenizer: Any, cfg: Config, template: PromptTemplate | None = None) -> None:
         self.tokenizer = tokenizer
+        self.template = template or load_template(cfg.prompt.template, cfg.prompt.clue_format)
         self.sizes = dict(
             max_rows=cfg.data.max_table_rows,
             max_tokens=cfg.grpo.max_prompt_tokens,
             min_clues=cfg.env.min_clues,
             max_clues=cfg.env.max_clues,
         )
-        self._cache: dict[str, list[int]] = {}
+        self._cache: dict[tuple[str, str], list[int]] = {}
 
     def encode(self, state: SearchState) -> list[int]:
-        return encode_prompt(self.tokenizer, state, **self.sizes)
+        return encode_prompt(self.tokenizer, state, template=self.template, **self.sizes)
 
     def __call__(self, state: SearchState) -> list[int]:
-        ids = self._cache.get(state.state_id)
+        key = (self.template.digest, state.state_id)
+        ids = self._cache.get(key)
         if ids is None:
-            ids = self._cache[state.state_id] = self.encode(state)
+            ids = self._cache[key] = self.encode(state)
         return ids
 
     def forget(self, states: Sequence[SearchState]) -> None:
         """Drop the cached prompts of states no longer trained on."""
         for state in states:
-            self._cache.pop(state.state_id, None)
+            self._cache.pop((self.template.digest, state.state_id), None)
 
 
 def stop_token_ids(policy_model: Any, tokenizer: Any) -> list[int]:

@@ -23,10 +23,10 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 def _training_text() -> list[str]:
     from searchgrpo.data.demo_world import generate_world
-    from searchgrpo.env.prompts import SYSTEM_PROMPT
+    from searchgrpo.env.prompts import system_prompt
 
     world = generate_world(questions=60, distractors=60, seed=1)
-    lines = [SYSTEM_PROMPT, "Question: Entities: Goals: Documents found: Context: IMPORTANT RELEVANT IRRELEVANT"]
+    lines = [system_prompt(), "Question: Entities: Goals: Documents found: Context: IMPORTANT RELEVANT IRRELEVANT"]
     lines += [f"{d.title}\n{d.text}" for d in world.documents]
     lines += [q.question for q in world.questions]
     return lines

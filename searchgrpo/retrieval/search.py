@@ -59,11 +59,17 @@ class Hit:
 
 
 class Retriever(Protocol):
-    """Anything that maps a clue to its top-k documents."""
+    """Anything that maps a clue to its top-k documents: the one interface training, eval, collect
+    and episodes search through (`retrieval.backends.open_retriever` makes the configured one).
+    `corpus.get(docid)` gives every document a search returned (title and text for the checker)."""
 
     corpus: Corpus
 
     def search(self, query: str, k: int) -> list[Hit]: ...
+
+    def describe(self) -> str:
+        """The retriever in a few words, for `searchgrpo check` and logs."""
+        ...
 
 
 class CachedSearch:
@@ -94,6 +100,9 @@ class CachedSearch:
 
     def search_many(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         return [self.search(q, k) for q in queries]
+
+    def describe(self) -> str:
+        return f"BM25 over {len(self.corpus)} documents"
 
 
 class BM25Search(CachedSearch):

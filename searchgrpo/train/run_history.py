@@ -50,6 +50,13 @@ FREE_KEYS = (
     "data.strict",
     "env.snippet_chars",
     "env.search_backend",
+    "prompt.template",
+    "retrieval.url",
+    "retrieval.api_key_env",
+    "retrieval.timeout_s",
+    "retrieval.max_retries",
+    "retrieval.retry_deadline_s",
+    "retrieval.max_reply_bytes",
     "checker.server",
     "checker.api_key_env",
     "checker.max_concurrency",
@@ -66,7 +73,8 @@ FREE_KEYS = (
     "eval.",
 )
 """Keys a resumed run may change without --allow-changes (a trailing dot: the whole section).
-They change where and how the run computes, not what it optimises."""
+They change where and how the run computes, not what it optimises. (`prompt.template` names a file:
+what the run optimises is the file's text, whose digest `check_prompt` compares instead.)"""
 SHOWN_CHANGES = 4
 
 
@@ -122,10 +130,12 @@ def append_history(
     changes: list[tuple[str, Any, Any]],
     allowed: bool,
     train_questions: list[str] | None = None,
+    prompt: dict[str, Any] | None = None,
 ) -> None:
     """Add one start to the history (the whole file rewritten atomically: never a torn line).
     `train_questions`: the ids of the questions this start trains on (an eval of its checkpoints
-    tells from them whether its questions are held out)."""
+    tells from them whether its questions are held out). `prompt`: the prompt it renders states with
+    (`prompt_record.prompt_info`; its digest is what `check_prompt` compares on resume)."""
     path = run_dir / HISTORY_FILE
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
     entry = {
@@ -138,6 +148,8 @@ def append_history(
     }
     if train_questions is not None:
         entry["train_questions"] = sorted(train_questions)
+    if prompt is not None:
+        entry["prompt"] = prompt
     atomic_write_text(path, old + json.dumps(entry, ensure_ascii=False) + "\n")
 
 
@@ -239,3 +251,21 @@ def check_resume(
             f"resuming on changed data: the {which} changed since the run last started (--allow-changes, recorded)"
         )
     return changes, warnings
+
+
+def check_prompt(run_dir: Path, digest: str, source: str, *, allow_changes: bool) -> list[str]:
+    """Warnings of resuming `run_dir` with the prompt template whose SHA-256 is `digest` (read from
+    `source`); a one-line UserError when the run last started with another template text and
+    `allow_changes` is false. Runs older than recorded prompts are not compared."""
+    history = read_history(run_dir)
+    recorded = history[-1].get("prompt") if history else None
+    before = recorded.get("sha256") if isinstance(recorded, dict) else None
+    if not isinstance(before, str) or before == digest:
+        return []
+    what = f"the prompt template changed ({before[:12]}… -> {digest[:12]}…, {source})"
+    if not allow_changes:
+        raise UserError(
+            f"{run_dir}: {what} since the run last started; resume with the template the run recorded "
+            f"({run_dir / 'prompt_template.jinja'}), or pass --allow-changes to go on with the new one (recorded)"
+        )
+    return [f"resuming with a changed prompt: {what} (--allow-changes, recorded)"]

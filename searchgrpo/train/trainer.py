@@ -21,7 +21,9 @@ sizes (`policy.preflight`), and on `--resume` the run's lock, config and data (`
 bad start leaves no run folder behind. The folder is claimed last (`run_lock`): a fresh run's id is
 made unique with an exclusive mkdir, and the folder is locked for as long as the trainer writes it;
 `on_claimed(run_dir)` is then called (the event log opens there). A resumed run that has no steps
-left is a no-op that says so.
+left is a no-op that says so. The run folder holds the prompt the run trains with
+(`prompt_template.jinja`, `prompt.json`: `env.prompt_record`), and each start's history entry its
+digest: a resume with another template text is refused without --allow-changes.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from searchgrpo.agents.llm_checker import PROMPT_VERSION, LLMChecker
 from searchgrpo.config import Config, to_yaml
 from searchgrpo.data.dataset import Dataset
 from searchgrpo.data.fingerprint import data_fingerprint
+from searchgrpo.env.prompt_record import PromptSizes, write_prompt_record
+from searchgrpo.env.prompt_template import load_template
 from searchgrpo.errors import UserError
 from searchgrpo.events import (
     CheckpointSaved,
@@ -66,7 +70,7 @@ from searchgrpo.train.control import TrainerControl
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.judge_radar import Drift, JudgeRadar, drift_stop_line
 from searchgrpo.train.refresh import refresh_pool
-from searchgrpo.train.run_history import append_history, check_resume, is_free
+from searchgrpo.train.run_history import append_history, check_prompt, check_resume, is_free
 from searchgrpo.train.run_lock import RunLock, claim, new_run_id
 from searchgrpo.train.state_pool import StatePool
 from searchgrpo.train.step_runner import StepRunner
@@ -134,6 +138,7 @@ class Trainer:
         cfg, dist = self.cfg, self.dist
         if not dist.is_main:
             self.sink = lambda event: None  # rank 0 speaks for the job
+        template = load_template(cfg.prompt.template, cfg.prompt.clue_format)  # a bad template: one line, at once
         with dist.main_first():  # rank 0 builds the demo world and converts the model once
             if self.dataset is None:
                 self.dataset = load_dataset(cfg)
@@ -155,6 +160,9 @@ class Trainer:
         changes: list[tuple[str, Any, Any]] = []
         if self.resume:  # the refusals first, then the lock: a refused resume writes nothing
             changes, warnings = check_resume(self.run_dir, cfg, fingerprint, allow_changes=self.allow_changes)
+            warnings += check_prompt(
+                self.run_dir, template.digest, str(template.path), allow_changes=self.allow_changes
+            )
             if dist.is_main:
                 self._lock(self.run_dir)
             for text in warnings:
@@ -170,7 +178,7 @@ class Trainer:
         from searchgrpo.policy.samplers import make_sampler
 
         self.sampler = make_sampler(cfg, self.policy)  # grpo.sampler: local generate or a server
-        self.prompts = Prompts(self.policy.tokenizer, cfg)
+        self.prompts = Prompts(self.policy.tokenizer, cfg, template)
         self.env = make_env(cfg, ds, notice=lambda text: self.sink(LogMessage("info", text)))
         self.radar = JudgeRadar(ds.corpus, ds.labels)
         checker = self.env.checker
@@ -237,6 +245,7 @@ class Trainer:
                     )
         if dist.is_main:
             atomic_write_text(self.run_dir / "config.yaml", to_yaml(cfg))
+            prompt = write_prompt_record(self.run_dir, template, PromptSizes.of(cfg))
             append_history(
                 self.run_dir,
                 step=self.step,
@@ -245,6 +254,7 @@ class Trainer:
                 changes=changes,
                 allowed=self.allow_changes and any(not is_free(k) for k, _, _ in changes),
                 train_questions=sorted({s.question_id for s in ds.train}),
+                prompt=prompt,
             )
 
     def _lock(self, run_dir: Path) -> None:

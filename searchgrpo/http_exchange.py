@@ -13,18 +13,29 @@ It also tells a request that cannot be built (a header value HTTP forbids, a mal
 may be a secret) from a server that cannot be reached (`OSError`, `http.client.HTTPException`).
 Redirects are not followed and environment proxies are not used: the Authorization header goes to
 the configured server and nowhere else.
+
+It sits below every pipeline stage (a foundation module) because two clients share it: the frozen
+agents' chat client (`searchgrpo.agents.chat_client`) and the HTTP search backend
+(`searchgrpo.retrieval.http_search`), which sits below the agents. `api_key_from_env` and
+`failure_reason` are theirs too: the key read and checked the same way, and an attempt's failure
+worded the same way, by both.
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
+import json
+import os
 import re
 import socket
 import threading
 import time
 from typing import NamedTuple
 from urllib.parse import urlsplit
+
+from searchgrpo.errors import UserError
+from searchgrpo.redact import add_secret
 
 CHUNK = 64 * 1024
 _FORBIDDEN_IN_HEADER = re.compile(r"[^\x20-\x7e\t]")
@@ -144,3 +155,40 @@ def exchange(
     if not 200 <= resp.status < 300:
         raise StatusError(resp.status, data.decode("utf-8", "replace"), resp.getheader("Retry-After", "") or "")
     return Reply(resp.status, data, resp.getheader("Content-Type", "") or "")
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What went wrong with an attempt, in words (never a header value: those are checked before
+    anything is sent)."""
+    if isinstance(exc, (ExchangeTimeout, ReplyTooLarge)):
+        return str(exc)
+    if isinstance(exc, json.JSONDecodeError):
+        return f"reply is not JSON ({exc.msg})"
+    if isinstance(exc, UnicodeDecodeError):
+        return "reply is not UTF-8"
+    text = str(getattr(exc, "strerror", None) or exc)
+    return (
+        f"{type(exc).__name__}: {text}"
+        if text and not text.startswith(type(exc).__name__)
+        else (text or type(exc).__name__)
+    )
+
+
+def checked_api_key(key: str, where: str) -> str:
+    """`key`, registered as a secret; refused in one line that does not show it when it holds a
+    character an HTTP header cannot carry (a CR or LF pasted with it, say). `where` names its source."""
+    if key:
+        try:
+            check_header_value("Authorization", key)
+        except RequestNotBuilt as exc:
+            what = str(exc).split(" would hold ", 1)[1]
+            raise UserError(
+                f"{where} holds {what} of its {len(key)} characters; the key was not used (set it again without it)"
+            ) from None
+        add_secret(key)
+    return key
+
+
+def api_key_from_env(name: str | None) -> str:
+    """The key in `$name` ('' when unset or `name` is None), checked (`checked_api_key`)."""
+    return checked_api_key(os.environ.get(name, ""), f"${name}") if name else ""
