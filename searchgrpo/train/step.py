@@ -12,6 +12,10 @@ beta = 0 the groups with zero reward variance are left out of the forward passes
 is 0, so their gradient is exactly 0; the loss denominators still count them, so the update is
 unchanged).
 
+With `reward.per_clue` each completion's advantage becomes per token: each clue's tokens weighted
+by its share of the set's finds (`clue_weights.py`). Under episode credit the groups' "rewards"
+are their branch returns (`ScoredGroup.rewards`), so the advantages follow them unchanged.
+
 With a `sampler` other than the trainer's own model (`grpo.sampler: server`), the samples carry
 the sampler's log-probs, and the loss recomputes the trainer's and weights each token by a
 truncated importance ratio (one hook: `sampler_correction.py`).

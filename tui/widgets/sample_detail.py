@@ -57,7 +57,7 @@ def render_sample(sample: SampleView) -> RenderableType:
         line = Text.assemble(
             ("\nclue ", "dim"), (f"{i + 1}", "bold"), (": ", "dim"), (printable(clue, one_line=True), "bold cyan")
         )
-        if i < len(sample.clue_shares):
+        if i < min(len(sample.clue_shares), len(sample.clue_marginals)):  # a hand-edited log may hold fewer
             line.append_text(clue_credit_text(sample.clue_shares[i], sample.clue_marginals[i]))
         parts.append(line)
         docs = sorted((d for d in sample.docs if d.clue_index == i), key=lambda d: d.rank)
