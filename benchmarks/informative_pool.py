@@ -20,6 +20,17 @@ Trains twice on the demo world, the same seed and settings, one after the other 
 The tiny model learns little; what the pool exploits is that some states keep teaching nothing
 (nothing left to find, or clue sets that all find the same): the comparison measures that part.
 Writes --out (default benchmarks/results/informative_pool_<model>.json) and prints a table.
+
+`--simulate` replaces training by a simulation of the step's sampling alone, on the default demo
+world (160 questions), for many steps in seconds: the "policy" is a stochastic rule Executor
+(each of the K = 4 clue sets picks 2-3 of the state's candidate clues at random: the question's
+keywords, its names with the open goal, each known entity's name with the goal, the goal alone;
+seeded by state, step and sample, so both samplers see the same group for the same state at the
+same step), each group is scored by the real environment (BM25, the gold checker, the reward),
+judged as dynamic sampling judges it (`ScoredGroup.usefulness`, the `finds` filter), and the
+step's refills follow `rollouts.finish_rollout`'s rule; the pools are the trainer's own. It
+measures the sampler where a state's informativeness is a property of the state and a policy
+that does not learn (`benchmarks/results/informative_pool_simulated.json`).
 """
 
 from __future__ import annotations
@@ -113,6 +124,77 @@ def train(sampler: str, args: argparse.Namespace, work: Path) -> list[dict[str, 
     return steps
 
 
+def simulate(sampler: str, args: argparse.Namespace) -> list[dict[str, float]]:
+    """Every step's sampling, with a stochastic rule Executor (see the module docstring)."""
+    import math
+    import random
+
+    from searchgrpo.agents.rules import keywords, names_in
+    from searchgrpo.train.informative_pool import make_pool
+    from searchgrpo.train.rollouts import ScoredGroup, choose_batch
+    from searchgrpo.world import load_dataset, make_env
+
+    cfg = load_config(None, [*COMMON, f"train.state_sampler={sampler}", "grpo.num_generations=4", *args.overrides])
+    dataset = load_dataset(cfg)
+    env = make_env(cfg, dataset)
+    pool = make_pool(dataset.train, cfg)
+    target, g = cfg.train.states_per_step, cfg.grpo
+
+    same: dict[tuple[int, int], bool] = {}
+
+    def usefulness(state: Any, step: int, key: tuple[int, int]) -> int:
+        before = state.before
+        goal = next((x.text for x in before.goals if x.status != "done"), "")
+        candidates = [keywords(state.question), " ".join([*names_in(state.question), keywords(goal)]).strip()]
+        candidates += [f"{e.name} {keywords(goal)}".strip() for e in before.entities[-4:]]
+        candidates += [keywords(goal)] if goal else []
+        candidates = list(dict.fromkeys(c for c in candidates if c))
+        sets = []
+        for k in range(g.num_generations):
+            rng = random.Random(f"{state.state_id}:{step}:{k}")
+            sets.append(rng.sample(candidates, min(len(candidates), rng.choice((2, 3)))))
+        results = env.score_group(state, sets)
+        group = ScoredGroup(key, state, [], [], results, len({r.reward.total for r in results}) == 1)
+        same[key] = group.same_finds
+        return group.usefulness(g.dynamic_filter)
+
+    out = []
+    for step in range(args.steps):
+        states = pool.states_for_step(step)[1]
+        same.clear()
+        flags = {(0, i): usefulness(s, step, (0, i)) for i, s in enumerate(states)}
+        ids = {(0, i): s.state_id for i, s in enumerate(states)}
+        seen, attempt = {s.state_id for s in states}, 0
+        while g.dynamic_sampling and attempt < g.dynamic_max_retries:
+            informative = sum(1 for f in flags.values() if f == 0)
+            need = target - informative
+            if need <= 0:
+                break
+            attempt += 1
+            rate = max(informative / len(flags), 0.25)
+            fresh = pool.refill(step, attempt, min(math.ceil(need / rate), 4 * need), seen)
+            if not fresh:
+                break
+            seen.update(s.state_id for s in fresh)
+            for i, s in enumerate(fresh):
+                flags[(attempt, i)], ids[(attempt, i)] = usefulness(s, step, (attempt, i)), s.state_id
+        chosen = choose_batch(flags, target)
+        pool.observe(step, [(ids[k], flags[k]) for k in sorted(flags)])
+        out.append(
+            {
+                "sampled_groups": float(len(flags)),
+                "sampled_per_informative": len(flags) / sum(1 for k in chosen if flags[k] == 0)
+                if any(flags[k] == 0 for k in chosen)
+                else float("nan"),
+                "uninformative_batch": sum(1 for k in chosen if flags[k]) / len(chosen),
+                "zero_std_sampled": sum(1 for f in flags.values() if f == 2) / len(flags),
+                "same_finds_sampled": sum(same.values()) / len(flags),
+                "step_s": 0.0,
+            }
+        )
+    return out
+
+
 def summary(steps: dict[str, list[dict[str, float]]], first: int) -> dict[str, Any]:
     """Means over steps `first`+ (1-based) per sampler, and the paired per-step difference."""
     out: dict[str, Any] = {}
@@ -154,6 +236,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--set", dest="overrides", action="append", default=[], help="config override (both runs)")
+    p.add_argument("--simulate", action="store_true", help="the sampling alone, a stochastic rule policy")
     args = p.parse_args()
     import torch
 
@@ -165,20 +248,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for sampler in SAMPLERS:
             print(f"{sampler}: {args.steps} steps", flush=True)
-            steps[sampler] = train(sampler, args, Path(tmp))
+            steps[sampler] = simulate(sampler, args) if args.simulate else train(sampler, args, Path(tmp))
     results = {
         "command": "python " + " ".join(sys.argv),
-        "model": args.model,
-        "settings": [*MODELS[args.model], *COMMON, *args.overrides],
+        "model": "simulated (stochastic rule Executor)" if args.simulate else args.model,
+        "settings": [*([] if args.simulate else MODELS[args.model]), *COMMON, *args.overrides],
         "steps": args.steps,
         "late_from": late,
         "wall_s": time.time() - started,
         "uptime_end": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
         "all": summary(steps, 1),
         "late": summary(steps, late),
-        "per_step": steps,
+        "per_step": {k: [{m: round(v, 4) for m, v in x.items()} for x in rows] for k, rows in steps.items()},
     }
-    out = args.out or ROOT / "benchmarks" / "results" / f"informative_pool_{args.model}.json"
+    name = "simulated" if args.simulate else args.model
+    out = args.out or ROOT / "benchmarks" / "results" / f"informative_pool_{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print(table(results))

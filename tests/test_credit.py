@@ -238,3 +238,22 @@ def test_the_batch_is_chosen_on_returns():
     flat.set_credit(returns)
     other = group_of(env, state, [["zebras zinc"], ["Yarrow white flowers"]], 1)
     assert choose_batch({flat.key: flat.usefulness("reward"), other.key: other.usefulness("reward")}, 1) == {flat.key}
+
+
+def test_branches_at_the_same_state_are_generated_once():
+    """Greedy continuations of identical states are identical: the policy Executor generates once
+    per distinct prompt, and answers every branch."""
+    from searchgrpo.config import load_config
+    from searchgrpo.episodes.play import ClueRequest
+    from searchgrpo.policy.executor import PolicyExecutor
+    from searchgrpo.policy.model import load_policy
+
+    cfg = load_config(None, ["model.base=tiny", "model.device=cpu", "grpo.max_new_tokens=8"])
+    policy = load_policy(cfg)
+    state = round3_state().before
+    other = RoundState(round=2, sub_goals=("find Zeta",))
+    requests = [ClueRequest("q", QUESTION, s, 4) for s in (state, other, state, state)]
+    once = PolicyExecutor(cfg, policy, batch_size=0, dedupe=True)
+    each = PolicyExecutor(cfg, policy, batch_size=1)
+    assert once.write_clues(requests) == each.write_clues(requests)
+    assert (once.calls, once.generated) == (4, 2) and (each.calls, each.generated) == (4, 4)

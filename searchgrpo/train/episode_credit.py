@@ -21,7 +21,10 @@ sampling round's groups before dynamic sampling judges them, times the continuat
 - `credit/argmax_changed`: share of groups whose best samples by return are not those by own
   reward; `credit/reordered_groups`: share of groups with a pair ordered differently;
   `credit/discordant_pairs`: share of sample pairs ordered differently (`returns.ranking_change`);
-- `credit/branches`: branches played on.
+- `credit/branches`: branches played on;
+- `credit/generated_share`: the later rounds' clue requests actually generated: branches that
+  stand at the same state (clue sets that found the same documents) ask with the same prompt,
+  and greedy decoding answers them once.
 """
 
 from __future__ import annotations
@@ -134,16 +137,18 @@ class EpisodeCredit:
 
         self.cfg, self.env = cfg, env
         self.executor = executor or PolicyExecutor(
-            cfg, policy, use_adapter=True, seed=cfg.train.seed, batch_size=0, decoder=cfg.grpo.decoder
+            cfg, policy, use_adapter=True, seed=cfg.train.seed, batch_size=0, decoder=cfg.grpo.decoder, dedupe=True
         )
         self.planner = planner or RulePlanner(cfg.train.refresh_rounds)
         self.entity_manager = entity_manager or RuleEntityManager()
         self._groups: list[list[list[float]]] = []
+        self._asked = self._generated = 0
 
     def pay(self, groups: list[ScoredGroup], watch: Stopwatch | None = None) -> None:
         """Give `groups` (one sampling round's, this rank's) their branch returns."""
         if not groups:
             return
+        calls, generated = getattr(self.executor, "calls", 0), getattr(self.executor, "generated", 0)
         with (watch or Stopwatch()).time("continuation"):
             returns = branch_returns(
                 groups,
@@ -154,6 +159,8 @@ class EpisodeCredit:
                 horizon=self.cfg.grpo.credit_horizon,
                 gamma=self.cfg.grpo.credit_gamma,
             )
+        self._asked += getattr(self.executor, "calls", 0) - calls
+        self._generated += getattr(self.executor, "generated", 0) - generated
         for g, rets in zip(groups, returns):
             g.set_credit(rets)
             self._groups.append([[b.own, b.continuation, float(b.rounds)] for b in rets])
@@ -162,8 +169,12 @@ class EpisodeCredit:
         """The `credit/*` metrics of the groups paid since the last call, over every rank."""
         dist = dist or Dist()
         groups = [grp for part in dist.gather_json(self._groups) for grp in part]
-        self._groups = []
-        return credit_metrics(groups)
+        asked, generated = dist.sum([float(self._asked), float(self._generated)])
+        self._groups, self._asked, self._generated = [], 0, 0
+        metrics = credit_metrics(groups)
+        if asked:
+            metrics["credit/generated_share"] = generated / asked
+        return metrics
 
 
 def credit_metrics(groups: Sequence[Sequence[Sequence[float]]]) -> dict[str, float]:
