@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from searchgrpo.errors import UserError
 from searchgrpo.events import GroupScored, StepFinished
 from searchgrpo.train.checkpoints import latest_checkpoint
 from searchgrpo.train.trainer import Trainer, TrainerControl
@@ -70,6 +71,13 @@ def test_episode_credit_trains_on_returns_and_resumes_exactly(tmp_path):
     cfg = tiny_config(tmp_path / "b", *CREDIT, "train.run_name=split", "train.save_every=2")
     first_summary, first = run(cfg, stop_after=2)
     assert first_summary.step == 2
+    # A hand-broken memory is refused in one line naming the file; restored, the run resumes.
+    state_file = latest_checkpoint(first_summary.run_dir).path / "trainer_state.json"
+    saved = state_file.read_text()
+    state_file.write_text(json.dumps({**json.loads(saved), "state_pool": {"missed_at": {"s": "soon"}}}))
+    with pytest.raises(UserError, match=r"trainer_state.json: state_pool cannot be read .*remove the key"):
+        Trainer(cfg, resume=True, run_dir=first_summary.run_dir).train()
+    state_file.write_text(saved)
     _, second = run(cfg, resume=True, run_dir=first_summary.run_dir)
     assert {**metrics(first), **metrics(second)} == metrics(straight)
 

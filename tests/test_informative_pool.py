@@ -68,3 +68,9 @@ def test_refreshed_states_are_mixed_in_by_the_same_weights():
     pool.set_refreshed(fresh, 5)
     assert all(s.state_id.startswith("r") for s in pool.states_for_step(6)[1])
     assert all(s.state_id.startswith("r") for s in pool.refill(6, 1, 3, set()))
+
+
+@pytest.mark.parametrize("bad", [{"missed_at": {"s000": "soon"}}, {"missed_at": [1, 2]}, {"missed_at": {"s": True}}])
+def test_a_broken_memory_is_refused(bad):
+    with pytest.raises(ValueError, match="missed_at"):
+        InformativePool(states(4), 2, seed=0).load_state_dict(bad)

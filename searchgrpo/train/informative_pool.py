@@ -105,7 +105,13 @@ class InformativePool(StatePool):
         return {"missed_at": dict(sorted(self.missed_at.items()))}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.missed_at = {str(k): int(v) for k, v in (state or {}).get("missed_at", {}).items()}
+        """Restore `state_dict`'s memory; a value of the wrong shape raises ValueError."""
+        missed = (state or {}).get("missed_at", {})
+        if not isinstance(missed, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in missed.values()
+        ):
+            raise ValueError("missed_at must map state ids to step numbers")
+        self.missed_at = {str(k): v for k, v in missed.items()}
 
 
 def make_pool(train: Sequence[SearchState], cfg: Config) -> StatePool:

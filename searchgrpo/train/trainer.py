@@ -222,7 +222,13 @@ class Trainer:
             else:
                 self.step = self.last_saved = info.step
                 self.last_eval = info.state.get("last_eval", {})
-                self.pool.load_state_dict(info.state.get("state_pool", {}))
+                try:
+                    self.pool.load_state_dict(info.state.get("state_pool", {}))
+                except (TypeError, ValueError, AttributeError) as exc:
+                    raise UserError(
+                        f"{info.path / 'trainer_state.json'}: state_pool cannot be read ({exc}); remove the "
+                        "key to resume with the state pool's memory empty"
+                    ) from None
                 refreshed = self.pool.load_refreshed(self.run_dir, self.step)
                 if refreshed is not None:
                     self.sink(
