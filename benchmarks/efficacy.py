@@ -368,6 +368,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ("dynamic/frac_zero_std_sampled", "#fdae6b", "zero-variance share, sampled"),
         ("reward/frac_zero_std", "#d94801", "zero-variance share, trained batch"),
         ("dynamic/frac_same_finds_sampled", "#74c476", "same-finds share, sampled"),
+        ("credit/reordered_groups", "#756bb1", "groups reordered by the later rounds (episode credit)"),
     ):
         if not any(key in c for c in steps):
             continue  # logged only by runs newer than the metric
