@@ -23,12 +23,14 @@ mixes them, drawn by the same weights. Epochs are nominal here: `steps_per_epoch
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
+from searchgrpo.errors import UserError
 from searchgrpo.seeding import derive_seed
 from searchgrpo.train.state_pool import StatePool
 
@@ -122,3 +124,15 @@ def make_pool(train: Sequence[SearchState], cfg: Config) -> StatePool:
             train, t.states_per_step, t.seed, t.refresh_mix, weight=t.informative_weight, retry=t.informative_retry
         )
     return StatePool(train, t.states_per_step, t.seed, t.refresh_mix)
+
+
+def restore_pool(pool: StatePool, trainer_state: dict[str, Any], checkpoint: Path) -> None:
+    """Give `pool` the memory a checkpoint saved (`trainer_state["state_pool"]`; none in older
+    checkpoints); a malformed one is refused in one line naming the file."""
+    try:
+        pool.load_state_dict(trainer_state.get("state_pool", {}))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise UserError(
+            f"{checkpoint / 'trainer_state.json'}: state_pool cannot be read ({exc}); remove the key to resume "
+            "with the state pool's memory empty"
+        ) from None

@@ -8,9 +8,8 @@ states (`refill`), over at most `grpo.dynamic_max_retries` extra rounds, until t
 batch always has the same number of groups (zero-variance ones cost nothing when beta = 0). With
 `grpo.dynamic_filter: finds`, a group whose clue sets all found the same worth of new documents
 counts as uninformative too (its rewards differ only by costs and guards); such groups fill the
-batch before zero-variance ones. Under episode credit (`grpo.credit: episode`) each sampling
-round's groups are paid their branch returns (the `credit` hook, `episode_credit.py`) before
-they are judged, so both tests look at the returns.
+batch before zero-variance ones. Under episode credit (`grpo.credit: episode`, the `credit` hook)
+each sampling round's groups are paid their branch returns before both tests judge them.
 
 Under data parallelism every round is split across ranks (candidate i goes to rank i % world),
 the groups' flags are gathered, and every rank makes the same choice from them, so N
@@ -70,29 +69,20 @@ class ScoredGroup:
 
     @property
     def rewards(self) -> list[float]:
-        """What the advantages are computed on: each sample's return under episode credit, else
-        its round reward."""
-        if self.credit is not None:
-            return [b.total for b in self.credit]
-        return [r.reward.total for r in self.results]
+        """What the advantages are computed on: the returns under episode credit, else the rewards."""
+        return [b.total for b in self.credit] if self.credit is not None else [r.reward.total for r in self.results]
 
     @property
     def same_finds(self) -> bool:
-        """Every clue set found the same worth of new documents (new_important + new_relevant, as
-        weighted in the reward; under episode credit, over the whole branch, discounted): whatever
-        the rewards' spread, it comes from costs and guards."""
+        """Every clue set found the same worth of new documents (new_important + new_relevant as weighted
+        in the reward; episode credit: over the branch, discounted): the rest is costs and guards."""
         if self.credit is not None:
             return zero_variance([b.finds for b in self.credit])
-        return zero_variance(
-            [
-                r.reward.weighted.get("new_important", 0.0) + r.reward.weighted.get("new_relevant", 0.0)
-                for r in self.results
-            ]
-        )
+        weighted = [r.reward.weighted for r in self.results]
+        return zero_variance([w.get("new_important", 0.0) + w.get("new_relevant", 0.0) for w in weighted])
 
     def set_credit(self, returns: Sequence[BranchReturn]) -> None:
-        """Pay the samples their branch returns: the advantages, `zero_std` and dynamic sampling's
-        judgement then follow the returns."""
+        """Pay the samples their branch returns: advantages, `zero_std` and usefulness follow them."""
         self.credit = list(returns)
         self.zero_std = zero_variance(self.rewards)
 
@@ -116,8 +106,7 @@ class Rollouts:
     """Groups in the step's batch, over all ranks."""
     stats: dict[str, float] = field(default_factory=dict)
     outcomes: list[tuple[str, int]] = field(default_factory=list)
-    """Every rank's sampled groups as (state id, usefulness), in step order: what each state taught
-    (`ScoredGroup.usefulness`), for a pool that picks states by it."""
+    """Every rank's sampled groups as (state id, usefulness), in step order (`StatePool.observe`)."""
 
 
 def zero_variance(rewards: Sequence[float]) -> bool:
@@ -291,8 +280,8 @@ def finish_rollout(
     credit: Credit | None = None,
 ) -> Rollouts:
     """Wait for the first round's scores (timed as `score_wait` when they came from a thread), run
-    dynamic sampling's rounds, and pick the batch; see the module docstring. `credit`, when given,
-    pays every sampling round's groups their episode returns before they are judged."""
+    dynamic sampling's rounds (`credit` pays each round's groups), and pick the batch; see the
+    module docstring."""
     dist = dist or Dist()
     watch = watch or Stopwatch()
     if isinstance(pending.results, Future):

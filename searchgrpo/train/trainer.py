@@ -64,7 +64,7 @@ from searchgrpo.train.checkpoints import (
 )
 from searchgrpo.train.control import TrainerControl
 from searchgrpo.train.distributed import Dist
-from searchgrpo.train.informative_pool import make_pool
+from searchgrpo.train.informative_pool import make_pool, restore_pool
 from searchgrpo.train.refresh import refresh_pool
 from searchgrpo.train.run_history import append_history, check_resume, is_free
 from searchgrpo.train.run_lock import RunLock, claim, new_run_id
@@ -222,13 +222,7 @@ class Trainer:
             else:
                 self.step = self.last_saved = info.step
                 self.last_eval = info.state.get("last_eval", {})
-                try:
-                    self.pool.load_state_dict(info.state.get("state_pool", {}))
-                except (TypeError, ValueError, AttributeError) as exc:
-                    raise UserError(
-                        f"{info.path / 'trainer_state.json'}: state_pool cannot be read ({exc}); remove the "
-                        "key to resume with the state pool's memory empty"
-                    ) from None
+                restore_pool(self.pool, info.state, info.path)
                 refreshed = self.pool.load_refreshed(self.run_dir, self.step)
                 if refreshed is not None:
                     self.sink(
