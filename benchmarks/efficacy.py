@@ -27,6 +27,16 @@ every evaluation is scored with the gold checker, so runs with different judges 
 alike. `--rounds-only` skips the episode evaluations; `--resume` continues an interrupted run in
 `--out` (a finished training is not repeated, nor an evaluation whose report is there).
 `benchmarks/judge_sweep.py` runs this for several judges at once.
+
+Credit (issue 23): `--credit episode` trains with episode credit (`--horizon`, `--gamma`: the
+grpo.credit_* keys), `--state-sampler informative` with the informative state pool, `--per-clue`
+with per-clue advantages, `--seed` sets train.seed; results.json records them under `credit`, and
+the curve holds the `credit/*` metrics. Round against episode credit, at the same seeds and steps,
+then paired (every headline figure of every held-out set, B - A):
+
+    python benchmarks/efficacy.py --credit round --seed 0 --steps 360 --out runs/eff-round-s0
+    python benchmarks/efficacy.py --credit episode --seed 0 --steps 360 --out runs/eff-episode-s0
+    python benchmarks/compare_reports.py runs/eff-round-s0 runs/eff-episode-s0 --json runs/round-vs-episode-s0.json
 """
 
 from __future__ import annotations
@@ -124,6 +134,18 @@ def parse_args() -> argparse.Namespace:
         "--judge-bias-rate", type=float, help="simulated judge: share of over-rated documents made IMPORTANT"
     )
     p.add_argument("--judge-seed", type=int, help="simulated judge: the seed of its draws")
+    p.add_argument(
+        "--credit",
+        choices=("round", "episode"),
+        help="what a clue set is paid for (grpo.credit; default: config.yaml's, round)",
+    )
+    p.add_argument("--horizon", type=int, help="episode credit: rounds played on after the sampled one")
+    p.add_argument("--gamma", type=float, help="episode credit: discount per later round")
+    p.add_argument(
+        "--state-sampler", choices=("epoch", "informative"), help="how steps pick their states (train.state_sampler)"
+    )
+    p.add_argument("--per-clue", action="store_true", help="scale each clue's advantage by its share (reward.per_clue)")
+    p.add_argument("--seed", type=int, help="train.seed (sampling, data order, adapter init)")
     p.add_argument("--rounds-only", action="store_true", help="evaluate per round only (no whole episodes)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     p.add_argument(
@@ -157,6 +179,23 @@ def judge_overrides(args: argparse.Namespace) -> list[str]:
     ):
         if getattr(args, flag) is not None:
             out.append(f"checker.{key}={getattr(args, flag)}")
+    return out
+
+
+def credit_overrides(args: argparse.Namespace) -> list[str]:
+    """The config keys of --credit, --horizon, --gamma, --state-sampler, --per-clue and --seed."""
+    out = []
+    for flag, key in (
+        ("credit", "grpo.credit"),
+        ("horizon", "grpo.credit_horizon"),
+        ("gamma", "grpo.credit_gamma"),
+        ("state_sampler", "train.state_sampler"),
+        ("seed", "train.seed"),
+    ):
+        if getattr(args, flag, None) is not None:
+            out.append(f"{key}={getattr(args, flag)}")
+    if getattr(args, "per_clue", False):
+        out.append("reward.per_clue=true")
     return out
 
 
@@ -329,6 +368,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ("dynamic/frac_zero_std_sampled", "#fdae6b", "zero-variance share, sampled"),
         ("reward/frac_zero_std", "#d94801", "zero-variance share, trained batch"),
         ("dynamic/frac_same_finds_sampled", "#74c476", "same-finds share, sampled"),
+        ("credit/reordered_groups", "#756bb1", "groups reordered by the later rounds (episode credit)"),
     ):
         if not any(key in c for c in steps):
             continue  # logged only by runs newer than the metric
@@ -491,7 +531,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
     cfg = load_config(
-        ROOT / "config.yaml", [*EXPERIMENT, f"train.max_steps={steps}", *args.overrides, *judge_overrides(args)]
+        ROOT / "config.yaml",
+        [*EXPERIMENT, f"train.max_steps={steps}", *credit_overrides(args), *args.overrides, *judge_overrides(args)],
     )
     gold_cfg = cfg.replace(**GOLD_JUDGE)  # collection and evaluation, whatever the training judge
     collected = collect_question_set(gold_cfg, args.train_set)
@@ -509,6 +550,14 @@ def main() -> None:
         "checkpoint": str(checkpoint),
         "config": cfg.to_dict(),
         "judge": {k: v for k, v in cfg.to_dict()["checker"].items() if k == "backend" or k.startswith("judge_")},
+        "credit": {
+            "credit": cfg.grpo.credit,
+            "horizon": cfg.grpo.credit_horizon,
+            "gamma": cfg.grpo.credit_gamma,
+            "state_sampler": cfg.train.state_sampler,
+            "per_clue": cfg.reward.per_clue,
+            "seed": cfg.train.seed,
+        },
         "eval_checker": gold_cfg.checker.backend,
         "curve": curve,
         "heldout": {},

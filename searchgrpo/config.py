@@ -239,6 +239,29 @@ class GRPOConfig:
     """C of the truncated importance weight min(pi_trainer / pi_sampler, C) that multiplies each
     token's policy-gradient term when the sampler is not the trainer (`sampler: server`)."""
 
+    credit: Literal["round", "episode"] = "round"
+    """What a clue set is paid for. `round`: its own round's reward (new documents of that round,
+    costs and guards). `episode`: its branch's return: each of the K clue sets is executed, then
+    the episode goes on from that branch for `credit_horizon` more rounds (the rule Planner and
+    EntityManager, the run's checker, the current policy writing later clues greedily, all
+    branches of a sampling round batched in one lockstep loop), and the clue set is paid its
+    round's reward plus the later rounds' new IMPORTANT/RELEVANT finds (weighted as the reward
+    weighs them) minus their checker documents (`reward.retrieved_doc` each), discounted by
+    `credit_gamma` per round. Only the round's own tokens get the gradient. A clue that finds the
+    bridge entity the next round needs then earns more than one that finds a dead end. Costs the
+    continuations' inference (`time/continuation`); docs/efficacy.md."""
+
+    credit_horizon: int = between(2, 1, 20)
+    """Episode credit: rounds played after the sampled one (SEARCH, EXTRACT and ANSWER alike, as
+    the Planner plays them; the episode may answer sooner, at `train.refresh_rounds`). 2 covers a
+    bridge: EXTRACT of what the round found, then the SEARCH that uses it."""
+
+    credit_gamma: float = fraction(0.8)
+    """Episode credit: discount per round after the sampled one (round t + j's value counts
+    gamma^j). 0.8: evidence found now is worth more than the same evidence a round later, so a clue
+    set is not paid for what the continuation would have found anyway, while a bridge's payoff two
+    rounds later still counts 0.64."""
+
 
 @dataclass(frozen=True)
 class RewardConfig:
@@ -312,6 +335,13 @@ class RewardConfig:
     gain_over_original: float = 0.0
     """Per new IMPORTANT document beyond what the state's original clues found (negative when
     fewer): rewards improving on the old Executor rather than matching it. 0 turns it off."""
+
+    per_clue: bool = False
+    """Not a component: scale each clue's tokens' advantage by that clue's share of its set's finds
+    (leave-one-clue-out, `searchgrpo.env.clue_credit`): with a positive advantage a clue is weighted
+    n x its share, with a negative one n x (1 - share) / (n - 1), so the clues that found the
+    evidence get the credit and the ones that found nothing the blame; tokens outside every clue
+    keep the advantage. Off: every token of a completion gets its advantage."""
 
 
 @dataclass(frozen=True)
@@ -399,6 +429,23 @@ class TrainConfig:
     old log-probs are kept from when they were sampled, and the PPO ratio corrects for the update
     in between). `off`: each step samples, waits for its verdicts, then updates (the numbers of a
     run are then those of earlier versions). On pays when the checker is a server on other hardware."""
+
+    state_sampler: Literal["epoch", "informative"] = "epoch"
+    """How steps pick their states. `epoch`: a seeded permutation per epoch, and dynamic sampling's
+    refills at random. `informative`: every pick (the step's states and the refills) is weighted
+    by what the state's last group taught: a state whose last group was uninformative (zero
+    variance, or with `grpo.dynamic_filter: finds` the same finds) is drawn with weight
+    `informative_weight` until `informative_retry` steps have passed, then retried like any other,
+    so a step samples fewer groups for the same informative ones. Its memory is saved in each
+    checkpoint; every choice is seeded, the same on every data-parallel rank."""
+
+    informative_weight: float = fraction(0.1, open_low=True)
+    """`state_sampler: informative`: the draw weight of a state whose last group taught nothing
+    (an informative or never-seen state weighs 1)."""
+
+    informative_retry: int = at_least(100, 1)
+    """`state_sampler: informative`: steps after which a state whose last group taught nothing is
+    drawn like any other again (the policy has moved on)."""
 
     report_to: list[Literal["tensorboard", "wandb", "mlflow", "trackio"]] = field(default_factory=list)
     """Experiment trackers that also get every step's and eval's metrics (any of tensorboard,

@@ -74,6 +74,14 @@ class SampleView:
     """The completion hit the token limit: its last clue is cut."""
     invented: list[str] = field(default_factory=list)
     """Numbers in the clues found nowhere in the state or question (invented facts)."""
+    clue_marginals: list[float] = field(default_factory=list)
+    """Each clue's leave-one-out marginal value: the set's finds minus its finds without the clue."""
+    clue_shares: list[float] = field(default_factory=list)
+    """Each clue's share of the set's credit (`searchgrpo.env.clue_credit`)."""
+    episode_return: float | None = None
+    """Episode credit: the sample's return (its reward plus `continuation`); None under round credit."""
+    continuation: float | None = None
+    """Episode credit: the discounted value of the rounds played on after the sample's."""
 
 
 @dataclass(frozen=True)

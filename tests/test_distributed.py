@@ -65,7 +65,7 @@ def _assert_same_run(one, other):
     assert sorted(steps1) == sorted(steps2) == [1, 2, 3]
     for step in steps1:
         for key, value in steps1[step].items():
-            if key.startswith("time/"):
+            if key.startswith("time/") or key.endswith("_time_share"):  # wall time, and shares of it
                 continue
             # Gradients are summed in another order across processes: equal up to float rounding.
             assert math.isclose(value, steps2[step][key], rel_tol=1e-4, abs_tol=1e-6), (step, key)
@@ -146,3 +146,23 @@ def test_two_machines_match_one(one_process, tmp_path):
     assert [m.returncode for m in machines] == [0, 0], outs
     _assert_same_run(one_process, tmp_path / "machine0" / "runs" / "two-machines")
     assert not (tmp_path / "machine1" / "runs").exists()  # only rank 0 writes the run
+
+
+def test_two_processes_match_one_with_episode_credit_and_the_informative_pool(tmp_path):
+    """Episode credit (each rank plays on its own groups' branches), per-clue advantages and the
+    informative pool (every rank learns the same from the gathered outcomes) keep N processes
+    taking the same steps as one."""
+    credit = [
+        *COMMON,
+        *("--set", "grpo.credit=episode", "--set", "reward.per_clue=true"),
+        *("--set", "train.state_sampler=informative", "--set", "train.informative_retry=2"),
+    ]
+    runs = {}
+    for name, extra in (("one", ["--headless"]), ("two", ["--num-processes", "2"])):
+        proc = searchgrpo("train", *credit, "--set", f"train.run_name={name}", *extra, cwd=tmp_path)
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out
+        runs[name] = tmp_path / "runs" / name
+    _assert_same_run(runs["one"], runs["two"])
+    steps, _, _ = _metrics(runs["two"])
+    assert all(m["credit/branches"] == 3 * m["dynamic/sampled_groups"] for m in steps.values())

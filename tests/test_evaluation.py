@@ -82,6 +82,10 @@ def test_report_schema_and_determinism(trained, tmp_path):
         assert agg["recall_at_5"] <= agg["recall_at_10"] + 1e-12 <= agg["recall_at_k"] + 2e-12
         checks = report["clue_checks"][name]
         assert {"top_prefix_share", "cut_clue_share", "invented_number_share"} <= set(checks)
+        # Per-clue credit: every clue of the report counted, each clue's marginal in [0, its set's finds].
+        clues = sum(len(x["clue_marginals"]) for st in report["per_state"] for x in st["results"][name]["samples"])
+        share = checks["zero_marginal_clue_share"]
+        assert clues == checks["clues"] and (share is None if not clues else 0 <= share <= 1)
     paired = report["paired"]["step-000002"]
     assert set(paired) == metrics
     assert all(set(v) == {"diff", "ci"} for v in paired.values())
@@ -98,7 +102,12 @@ def test_report_schema_and_determinism(trained, tmp_path):
         "recall_at_10",
         "truncated",
         "invented",
+        "clue_marginals",
+        "clue_shares",
     } <= set(sample)
+    assert len(sample["clue_shares"]) == len(sample["clues"])
+    finds = sample["components"]["new_important"] + sample["components"]["new_relevant"]
+    assert all(0 <= m <= finds + 1e-9 for m in sample["clue_marginals"])
     assert sum(q["states"] for q in report["per_question"]) == 6
     assert isinstance(events[0], EvalStarted) and isinstance(events[-1], EvalReportWritten)
     assert any(isinstance(e, EvalProgress) for e in events)

@@ -83,6 +83,23 @@ def _json_list(text: str) -> list[str] | None:
     return data if isinstance(data, list) and all(isinstance(x, str) for x in data) else None
 
 
+def clue_bounds(line: str) -> tuple[int, int]:
+    """Where in `line` the clue `parse_clues` reads from it lies: [start, end), past the bullet or
+    numbering and the quotes around it.
+
+    >>> line = '2) "Maren Dolvik" '
+    >>> line[slice(*clue_bounds(line))]
+    'Maren Dolvik'
+    """
+    m = _BULLET.match(line)
+    start, end = (m.end() if m else 0), len(line)
+    while start < end and (line[start].isspace() or line[start] in _QUOTES):
+        start += 1
+    while end > start and (line[end - 1].isspace() or line[end - 1] in _QUOTES):
+        end -= 1
+    return start, end
+
+
 def parse_clues(text: str, max_clues: int, clue_format: str = "lines") -> ParsedClues:
     r"""The clues of a completion in `clue_format` (`prompt.clue_format`):
 

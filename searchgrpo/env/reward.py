@@ -12,14 +12,16 @@ kept, so that the console and the event log show why a sample scored what it did
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from searchgrpo.config import RewardConfig
 from searchgrpo.data.labels import Label
 
-COMPONENTS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RewardConfig))
-"""Component names, in report order (the fields of RewardConfig)."""
+COMPONENTS: tuple[str, ...] = tuple(name for name, kind in typing.get_type_hints(RewardConfig).items() if kind is float)
+"""Component names, in report order: the weights among the fields of RewardConfig (its switches,
+such as `per_clue`, are not components)."""
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,15 @@
 `SearchRoundEnv.reset(state)` fixes the state (question, tables, docids already discovered);
 `step(clues)` searches every clue (top-k each), fuses the lists round-robin
 (`searchgrpo.retrieval.clues`), has the checker label the documents, and returns the documents,
-verdicts and reward breakdown. `score_group` does the same for all K samples of a state with a
+verdicts, reward breakdown and each clue's share of the finds (`clue_credit`, from the searches
+already made: no extra search or checker call). `score_group` does the same for all K samples of a state with a
 single, deduplicated checker batch, which is how the trainer calls it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from searchgrpo.agents.checker import CheckRequest, DocumentChecker, Verdict
 from searchgrpo.data.labels import Label
@@ -23,6 +24,7 @@ from searchgrpo.env.clue_checks import (
     state_planner_wording,
     state_text,
 )
+from searchgrpo.env.clue_credit import ClueCredit, clue_credit, doc_values
 from searchgrpo.env.prompts import ParsedClues, parse_clues
 from searchgrpo.env.reward import RewardBreakdown, RewardCalculator, component_counts, copies_question
 from searchgrpo.retrieval.clues import ClueSearch, search_clues
@@ -59,6 +61,8 @@ class StepResult:
     """The completion hit the token limit: its last clue is cut."""
     invented: tuple[str, ...] = ()
     """Numbers in the clues that appear nowhere in the state or question."""
+    clue_credit: ClueCredit = field(default_factory=ClueCredit)
+    """Each clue's leave-one-out marginal value and share of the set's finds (`env.clue_credit`)."""
 
 
 class SearchRoundEnv:
@@ -180,6 +184,11 @@ class SearchRoundEnv:
                 cut=bool(was_cut) and not p.unparsable,
                 original_new_important=original,
             )
+            values = doc_values(
+                ((d.docid, d.label, d.new) for d in docs),
+                self.reward.weights["new_important"],
+                self.reward.weights["new_relevant"],
+            )
             results.append(
                 StepResult(
                     p.clues,
@@ -188,6 +197,7 @@ class SearchRoundEnv:
                     self.reward.combine(counts),
                     bool(was_cut),
                     tuple(sorted({n for found in invented for n in found})),
+                    clue_credit(run.clue_docids, values),
                 )
             )
         return results

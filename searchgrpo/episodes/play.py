@@ -7,7 +7,9 @@ batch per round. Each SEARCH round searches every clue, fuses the lists round-ro
 (`searchgrpo.retrieval.clues`), keeps the first `doc_budget` documents (all when None) and sends
 the ones not discovered before to the checker. `collect` writes the rounds as traces, `eval
 --episodes` measures them, and the trainer replays training questions with its current adapter to
-train on the states its own clues lead to.
+train on the states its own clues lead to. `advance` is the loop itself: it also plays on
+episodes that stand at different rounds, such as the trainer's branches (`branch`: a training
+state's sampled clue set, played on for a few rounds to pay it for what it sets up).
 
 The agents are protocols: the rule-based ones of `searchgrpo.agents.rules`, the LLM ones of
 `searchgrpo.agents.llm_agents`, or the policy (`searchgrpo.policy.executor`).
@@ -19,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from searchgrpo.agents.checker import CheckRequest, DocumentChecker
+from searchgrpo.agents.checker import CheckRequest, DocumentChecker, Verdict
 from searchgrpo.agents.rules import merge_documents, names_in, update_goals
 from searchgrpo.data.corpus import Corpus, Document
 from searchgrpo.data.dataset import Dataset
@@ -94,6 +96,11 @@ class Episode:
     done: bool = False
     found_important: bool = False
     """The last SEARCH round found a new IMPORTANT document (the rule Planner then EXTRACTs)."""
+    next_round: int = 1
+    """The round this episode plays next."""
+    last_round: int | None = None
+    """Stop after this round, unanswered (a branch played on for a few rounds, `branch`); None:
+    play until the Planner answers (at the latest at its `max_rounds`)."""
 
     def discovered_after(self, round_no: int) -> set[str]:
         """Every docid discovered by the end of round `round_no` (the last state if it ended sooner)."""
@@ -184,50 +191,103 @@ def play(
 ) -> list[Episode]:
     """Play every question to its ANSWER round (or planner.max_rounds), in lockstep; `on_done` is
     called with each episode as it ends."""
-    corpus: Corpus = retriever.corpus
     episodes = [Episode(s, state=s.initial) for s in starts]
-    for round_no in range(1, planner.max_rounds + 1):
+    advance(
+        episodes,
+        planner=planner,
+        executor=executor,
+        entity_manager=entity_manager,
+        retriever=retriever,
+        checker=checker,
+        top_k=top_k,
+        doc_budget=doc_budget,
+        on_done=on_done,
+    )
+    return episodes
+
+
+def advance(
+    episodes: Sequence[Episode],
+    *,
+    planner: Planner,
+    executor: Executor,
+    entity_manager: EntityManager,
+    retriever: Any,
+    checker: DocumentChecker,
+    top_k: int,
+    doc_budget: int | None = None,
+    on_done: Callable[[Episode], None] | None = None,
+) -> None:
+    """Play episodes on from where each stands (its `next_round`) until each answers, reaches the
+    Planner's `max_rounds` or its own `last_round`: the lockstep loop behind `play`. Each turn of
+    the loop plays every live episode's next round, whatever its number, so that episodes at
+    different rounds (branches of states from different rounds) still share one Executor call and
+    one checker batch per turn."""
+    corpus: Corpus = retriever.corpus
+
+    def finish(e: Episode) -> None:
+        e.done = True
+        if on_done is not None:
+            on_done(e)
+
+    while True:
+        for e in episodes:
+            if not e.done and e.next_round > min(planner.max_rounds, e.last_round or planner.max_rounds):
+                finish(e)
         live = [e for e in episodes if not e.done]
         if not live:
             break
-        plans = {id(e): planner.next_strategy(e.state, round_no, e.found_important) for e in live}
+        plans = {id(e): planner.next_strategy(e.state, e.next_round, e.found_important) for e in live}
         searching = [e for e in live if plans[id(e)] == "SEARCH"]
         clue_sets = (
             executor.write_clues(
-                [ClueRequest(e.start.question_id, e.start.question, e.state, round_no) for e in searching]
+                [ClueRequest(e.start.question_id, e.start.question, e.state, e.next_round) for e in searching]
             )
             if searching
             else []
         )
-        _search_round(searching, clue_sets, round_no, retriever, corpus, checker, top_k, doc_budget)
+        _search_round(searching, clue_sets, retriever, corpus, checker, top_k, doc_budget)
         for e in live:
             strategy = plans[id(e)]
             if strategy == "EXTRACT":
-                _extract_round(e, round_no, entity_manager, corpus)
+                _extract_round(e, e.next_round, entity_manager, corpus)
             elif strategy == "ANSWER":
                 e.state = replace(
                     e.state,
-                    round=round_no,
+                    round=e.next_round,
                     strategy="ANSWER",
                     clues=(),
-                    context=(*e.state.context, f"round {round_no}: answered"),
+                    context=(*e.state.context, f"round {e.next_round}: answered"),
                 )
-                e.rounds.append(RoundRecord(round_no, "ANSWER", after=e.state))
-                e.done = True
-            if e.done and on_done is not None:
-                on_done(e)
-    for e in episodes:
-        if not e.done:
-            e.done = True
-            if on_done is not None:
-                on_done(e)
-    return episodes
+                e.rounds.append(RoundRecord(e.next_round, "ANSWER", after=e.state))
+            e.next_round += 1
+            if strategy == "ANSWER":
+                finish(e)
+
+
+def branch(
+    start: EpisodeStart,
+    round_no: int,
+    clues: Sequence[str],
+    retrieved: Sequence[str],
+    fresh: Sequence[Document],
+    verdicts: Sequence[Verdict],
+    *,
+    rounds_after: int,
+) -> Episode:
+    """An episode at `start.initial` (the state before SEARCH round `round_no`) whose round
+    `round_no` searched `clues` with this outcome (`retrieved` docids in fused order, the `fresh`
+    ones and their checker `verdicts`, known already), to be played on for `rounds_after` more
+    rounds by `advance`: one branch of a training state's K clue sets (episode credit)."""
+    e = Episode(start, state=start.initial, next_round=round_no, last_round=round_no + rounds_after)
+    record_search(e, clues, retrieved, fresh, verdicts)
+    e.next_round += 1
+    return e
 
 
 def _search_round(
     episodes: list[Episode],
     clue_sets: list[list[str]],
-    round_no: int,
     retriever: Any,
     corpus: Corpus,
     checker: DocumentChecker,
@@ -248,32 +308,40 @@ def _search_round(
         ]
     verdicts = iter(checker.check(requests)) if requests else iter(())
     for e, clues, (retrieved, fresh) in zip(episodes, clue_sets, found):
-        labels = [next(verdicts) for _ in fresh]
-        records = [DocumentRecord(d.docid, d.title, v.label.value, v.reason, round_no) for d, v in zip(fresh, labels)]
-        n_new = sum(1 for r in records if r.verdict == "IMPORTANT")
-        e.found_important = n_new > 0
-        e.state = replace(
+        record_search(e, clues, retrieved, fresh, [next(verdicts) for _ in fresh])
+
+
+def record_search(
+    e: Episode, clues: Sequence[str], retrieved: Sequence[str], fresh: Sequence[Document], verdicts: Sequence[Verdict]
+) -> None:
+    """Round `e.next_round` of `e` searched `clues`: record it and update the state (documents,
+    discovered docids, context, whether it found a new IMPORTANT document)."""
+    round_no = e.next_round
+    records = [DocumentRecord(d.docid, d.title, v.label.value, v.reason, round_no) for d, v in zip(fresh, verdicts)]
+    n_new = sum(1 for r in records if r.verdict == "IMPORTANT")
+    e.found_important = n_new > 0
+    e.state = replace(
+        e.state,
+        round=round_no,
+        strategy="SEARCH",
+        clues=tuple(clues),
+        documents=merge_documents(e.state.documents, records),
+        discovered_docids=tuple(dict.fromkeys(e.state.discovered_docids + tuple(retrieved))),
+        context=(
+            *e.state.context,
+            f"round {round_no}: searched {len(clues)} clues, {len(retrieved)} documents, {n_new} new IMPORTANT",
+        ),
+    )
+    e.rounds.append(
+        RoundRecord(
+            round_no,
+            "SEARCH",
+            tuple(clues),
+            tuple(d.docid for d in fresh),
+            tuple(v.label.value for v in verdicts),
             e.state,
-            round=round_no,
-            strategy="SEARCH",
-            clues=tuple(clues),
-            documents=merge_documents(e.state.documents, records),
-            discovered_docids=tuple(dict.fromkeys(e.state.discovered_docids + tuple(retrieved))),
-            context=(
-                *e.state.context,
-                f"round {round_no}: searched {len(clues)} clues, {len(retrieved)} documents, {n_new} new IMPORTANT",
-            ),
         )
-        e.rounds.append(
-            RoundRecord(
-                round_no,
-                "SEARCH",
-                tuple(clues),
-                tuple(d.docid for d in fresh),
-                tuple(v.label.value for v in labels),
-                e.state,
-            )
-        )
+    )
 
 
 def _extract_round(e: Episode, round_no: int, entity_manager: EntityManager, corpus: Corpus) -> None:

@@ -10,7 +10,10 @@ Computed from a report's samples (each a dict with `clues`, `counts` and, from r
 - copied table rows: the share of clues carrying the prompt's table syntax ("IRRELEVANT | title");
 - volume and copying: clues and words per clue, question copies, long, duplicate and redundant
   clues (a clue that finds nothing the set's earlier clues had not), and the share of the most
-  common token among all clue tokens (keyword stuffing).
+  common token among all clue tokens (keyword stuffing);
+- per-clue credit (report v2 samples with `clue_marginals`, `env.clue_credit`): the share of
+  clues whose leave-one-out marginal value is zero (the set finds as much without them), over
+  every clue and over the clues of sets that found something; None for a report without it.
 """
 
 from __future__ import annotations
@@ -60,4 +63,29 @@ def clue_stats(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "redundant_clues_per_set": per_set("redundant_clue"),
         "empty_clues_per_set": per_set("empty_clue"),
         "unparsable_share": per_set("unparsable"),
+        **zero_marginal_shares(samples),
+    }
+
+
+def zero_marginal_shares(samples: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """The share of clues with zero marginal value, over all clues and over the clues of sets whose
+    finds (new IMPORTANT and RELEVANT, weighted) were positive.
+
+    >>> zero_marginal_shares([{"clue_marginals": [1.0, 0.0], "counts": {}, "components": {"new_important": 1.0}},
+    ...                       {"clue_marginals": [0.0], "components": {}}])
+    {'zero_marginal_clue_share': 0.6666666666666666, 'zero_marginal_clue_share_finding_sets': 0.5}
+    """
+    credited = [s for s in samples if s.get("clue_marginals") is not None]
+
+    def share(sets: list[dict[str, Any]]) -> float | None:
+        marginals = [m for s in sets for m in s["clue_marginals"]]
+        return sum(1 for m in marginals if m <= 0) / len(marginals) if marginals else None
+
+    def found(s: dict[str, Any]) -> bool:
+        c = s.get("components", {})
+        return c.get("new_important", 0.0) + c.get("new_relevant", 0.0) > 0
+
+    return {
+        "zero_marginal_clue_share": share(credited),
+        "zero_marginal_clue_share_finding_sets": share([s for s in credited if found(s)]),
     }

@@ -203,6 +203,7 @@ CLUE_COLUMNS = (
     ("top_template_share", "top template share"),
     ("cut_clue_share", "cut at token limit"),
     ("redundant_clues_per_set", "redundant clues / set"),
+    ("zero_marginal_clue_share", "clues adding nothing"),
     ("invented_number_share", "invented numbers"),
     ("table_copy_share", "copied table rows"),
     ("goal_copy_share", "copied sub-goal wording"),

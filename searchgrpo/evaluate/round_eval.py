@@ -6,8 +6,9 @@ the same seed for every policy. The clues run through the training environment. 
 per-question and aggregate metrics (the headline recall at a fixed document budget, recall of the
 whole union, IMPORTANT discovery rate, nDCG, mean reward, clues and documents per state), each
 policy's bootstrap CI, the paired difference of every checkpoint against the baseline with its
-CI, clue-text checks (`clue_stats.py`), and every detail per state: clues, docids, verdicts and
-reward components. The same inputs and seed give the same report (but for its `created` time).
+CI, clue-text checks (`clue_stats.py`, with the share of clues that add nothing to their set's
+finds), and every detail per state: clues with each one's leave-one-out credit, docids, verdicts
+and reward components. The same inputs and seed give the same report (but for its `created` time).
 
 `--episodes` plays whole questions instead (`episode_eval.py`); `searchgrpo.evaluate.run_eval` runs either.
 """
@@ -127,6 +128,8 @@ def _sample_json(s: Any, budgets: Sequence[int]) -> dict[str, Any]:
         "counts": r.reward.counts,
         "truncated": r.truncated,
         "invented": list(r.invented),
+        "clue_marginals": list(r.clue_credit.marginals),
+        "clue_shares": list(r.clue_credit.shares),
         "docs": [
             {
                 "docid": d.docid,

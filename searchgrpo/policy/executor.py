@@ -3,7 +3,8 @@ and the trainer's replay of training questions with its current adapter.
 
 The clues come from the policy (with its LoRA adapter, or with it disabled: the base model), with
 the very prompt training uses (`sampling.encode_prompt`), decoded greedily so that an episode is
-deterministic. A round's requests are answered in batches of `batch_size` prompts. If no clue can
+deterministic. A round's requests are answered in batches of `batch_size` prompts (all at once for
+the trainer's branch continuations, which batch every branch of a sampling round). If no clue can
 be read from a completion, the rule-based Executor's clues are used for that round (counted in
 `fallbacks`), so the episode can still search.
 """
@@ -24,10 +25,28 @@ from searchgrpo.policy.sampling import Prompts, generate
 class PolicyExecutor:
     """Writes clues with the policy (see the module docstring)."""
 
-    def __init__(self, cfg: Config, policy: Any, *, use_adapter: bool = True, seed: int = 0) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        policy: Any,
+        *,
+        use_adapter: bool = True,
+        seed: int = 0,
+        batch_size: int | None = None,
+        decoder: str = "auto",
+        dedupe: bool = False,
+    ) -> None:
         self.cfg = cfg
         self.policy = policy
         self.use_adapter = use_adapter
+        self.batch_size = batch_size
+        """Prompts per generation call; None: `train.micro_batch_size`; 0: a round's requests all at once."""
+        self.decoder = decoder
+        self.dedupe = dedupe
+        """Generate once for requests whose prompts are identical (greedy: the same clues), as the
+        branches of one state often are after clue sets that found the same documents."""
+        self.generated = 0
+        """Prompts actually generated (fewer than `calls` where `dedupe` found identical ones)."""
         self.prompts = Prompts(policy.tokenizer, cfg)
         self.fallbacks = 0
         self.calls = 0
@@ -51,22 +70,28 @@ class PolicyExecutor:
             )
             for r in requests
         ]
-        texts: list[str] = []
-        step = max(cfg.train.micro_batch_size, 1)
+        unique = list(dict.fromkeys(tuple(p) for p in prompts)) if self.dedupe else [tuple(p) for p in prompts]
+        generated: list[str] = []
+        size = cfg.train.micro_batch_size if self.batch_size is None else self.batch_size or len(unique)
+        step = max(size, 1)
         mode = contextlib.nullcontext() if self.use_adapter else policy.reference_mode()
         with mode:
-            for at in range(0, len(prompts), step):
+            for at in range(0, len(unique), step):
                 groups = generate(
                     policy.model,
                     policy.tokenizer,
-                    prompts[at : at + step],
+                    [list(p) for p in unique[at : at + step]],
                     num_samples=1,
                     max_new_tokens=cfg.grpo.max_new_tokens,
                     greedy=True,
                     device=policy.device,
+                    decoder=self.decoder,
                 )
-                texts += [g[0].text for g in groups]
+                generated += [g[0].text for g in groups]
+        text_of = dict(zip(unique, generated)) if self.dedupe else None
+        texts = [text_of[tuple(p)] for p in prompts] if text_of is not None else generated
         self.calls += len(requests)
+        self.generated += len(unique)
         out = []
         for r, text in zip(requests, texts):
             clues = list(parse_clues(text, cfg.env.max_clues, cfg.prompt.clue_format).clues)

@@ -62,6 +62,10 @@ class ClueSearch:
     """Distinct clues whose search returned nothing."""
     redundant: int = 0
     """Distinct clues whose results hold no document that the clues before them had not found."""
+    clue_docids: tuple[tuple[str, ...], ...] = ()
+    """Each clue's own top-k, by the clue's index in the set (a duplicate clue: the list of the
+    clue it repeats), so that what the set finds without one clue can be told without searching
+    again (`searchgrpo.env.clue_credit`)."""
 
     def docids(self, budget: int | None = None) -> list[str]:
         """The first `budget` documents of the fused list (all of them when None)."""
@@ -72,16 +76,19 @@ class ClueSearch:
 def search_clues(retriever: Any, clues: Sequence[str], top_k: int) -> ClueSearch:
     """Search each distinct clue (top `top_k`) and fuse the lists round-robin."""
     lists: list[tuple[int, list[Any]]] = []
-    seen_clues: set[str] = set()
+    seen_clues: dict[str, tuple[str, ...]] = {}
+    per_clue: list[tuple[str, ...]] = []
     seen_docs: set[str] = set()
     duplicates = empty = redundant = 0
     for i, clue in enumerate(clues):
         norm = normalise_clue(clue)
         if norm in seen_clues:
             duplicates += 1
+            per_clue.append(seen_clues[norm])
             continue
-        seen_clues.add(norm)
         hits = retriever.search(clue, top_k)
+        seen_clues[norm] = tuple(h.docid for h in hits)
+        per_clue.append(seen_clues[norm])
         empty += not hits
         redundant += bool(hits) and all(h.docid in seen_docs for h in hits)
         seen_docs.update(h.docid for h in hits)
@@ -92,7 +99,7 @@ def search_clues(retriever: Any, clues: Sequence[str], top_k: int) -> ClueSearch
             if depth < len(hits) and hits[depth].docid not in fused:
                 hit = hits[depth]
                 fused[hit.docid] = ClueHit(hit.docid, clue_index, depth, hit.score)
-    return ClueSearch(tuple(fused.values()), duplicates, empty, redundant)
+    return ClueSearch(tuple(fused.values()), duplicates, empty, redundant, tuple(per_clue))
 
 
 def fused_ranking(docs: Sequence[tuple[str, int, int]]) -> list[str]:

@@ -8,7 +8,8 @@ states (`refill`), over at most `grpo.dynamic_max_retries` extra rounds, until t
 batch always has the same number of groups (zero-variance ones cost nothing when beta = 0). With
 `grpo.dynamic_filter: finds`, a group whose clue sets all found the same worth of new documents
 counts as uninformative too (its rewards differ only by costs and guards); such groups fill the
-batch before zero-variance ones.
+batch before zero-variance ones. Under episode credit (`grpo.credit: episode`, the `credit` hook)
+each sampling round's groups are paid their branch returns before both tests judge them.
 
 Under data parallelism every round is split across ranks (candidate i goes to rank i % world),
 the groups' flags are gathered, and every rank makes the same choice from them, so N
@@ -38,10 +39,13 @@ from searchgrpo.policy.logprobs import sampling_logprobs
 from searchgrpo.policy.sampling import Completion, generate
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.grpo import ZERO_STD_TOL
+from searchgrpo.train.returns import BranchReturn
 from searchgrpo.train.timing import Stopwatch
 
 Refill = Callable[[int, int, set[str]], list[SearchState]]
 """(attempt, n, state ids already in the step) -> up to n fresh states, the same on every rank."""
+Credit = Callable[[list["ScoredGroup"]], None]
+"""Pays a sampling round's groups their episode returns (`ScoredGroup.set_credit`), in place."""
 
 
 @dataclass
@@ -60,21 +64,27 @@ class ScoredGroup:
     """Trained on; False for a group that dynamic sampling replaced."""
     old_logp: Any = None
     """[K, T] log-probs of the completions under the weights they were sampled with (`keep_old`)."""
+    credit: list[BranchReturn] | None = None
+    """Episode credit (`grpo.credit: episode`): each sample's branch return; None under round credit."""
 
     @property
     def rewards(self) -> list[float]:
-        return [r.reward.total for r in self.results]
+        """What the advantages are computed on: the returns under episode credit, else the rewards."""
+        return [b.total for b in self.credit] if self.credit is not None else [r.reward.total for r in self.results]
 
     @property
     def same_finds(self) -> bool:
-        """Every clue set found the same worth of new documents (new_important + new_relevant, as
-        weighted in the reward): whatever the rewards' spread, it comes from costs and guards."""
-        return zero_variance(
-            [
-                r.reward.weighted.get("new_important", 0.0) + r.reward.weighted.get("new_relevant", 0.0)
-                for r in self.results
-            ]
-        )
+        """Every clue set found the same worth of new documents (new_important + new_relevant as weighted
+        in the reward; episode credit: over the branch, discounted): the rest is costs and guards."""
+        if self.credit is not None:
+            return zero_variance([b.finds for b in self.credit])
+        weighted = [r.reward.weighted for r in self.results]
+        return zero_variance([w.get("new_important", 0.0) + w.get("new_relevant", 0.0) for w in weighted])
+
+    def set_credit(self, returns: Sequence[BranchReturn]) -> None:
+        """Pay the samples their branch returns: advantages, `zero_std` and usefulness follow them."""
+        self.credit = list(returns)
+        self.zero_std = zero_variance(self.rewards)
 
     def usefulness(self, dynamic_filter: str) -> int:
         """0: informative; 1: its rewards differ only by costs and guards and `dynamic_filter` is
@@ -95,6 +105,8 @@ class Rollouts:
     target: int
     """Groups in the step's batch, over all ranks."""
     stats: dict[str, float] = field(default_factory=dict)
+    outcomes: list[tuple[str, int]] = field(default_factory=list)
+    """Every rank's sampled groups as (state id, usefulness), in step order (`StatePool.observe`)."""
 
 
 def zero_variance(rewards: Sequence[float]) -> bool:
@@ -265,9 +277,11 @@ def finish_rollout(
     watch: Stopwatch | None = None,
     sampler: Any = None,
     keep_old: bool = False,
+    credit: Credit | None = None,
 ) -> Rollouts:
     """Wait for the first round's scores (timed as `score_wait` when they came from a thread), run
-    dynamic sampling's rounds, and pick the batch; see the module docstring."""
+    dynamic sampling's rounds (`credit` pays each round's groups), and pick the batch; see the
+    module docstring."""
     dist = dist or Dist()
     watch = watch or Stopwatch()
     if isinstance(pending.results, Future):
@@ -277,14 +291,19 @@ def finish_rollout(
     sampled = scored_groups(
         0, dist.rank, dist.world, pending.picked, pending.prompts, pending.groups, pending.results, pending.old
     )  # type: ignore[arg-type]
+    if credit is not None:
+        credit(sampled)
     flags: dict[tuple[int, int], int] = {}  # every rank's groups: key -> usefulness (0 is informative)
     same_finds: dict[tuple[int, int], bool] = {}
+    state_of: dict[tuple[int, int], str] = {}
     seen = {s.state_id for s in pending.states}
     groups, round_no = sampled, 0
     while True:
-        for part in dist.gather_json([[list(x.key), x.usefulness(g.dynamic_filter), x.same_finds] for x in groups]):
-            flags.update({tuple(key): int(flag) for key, flag, _ in part})
-            same_finds.update({tuple(key): bool(same) for key, _, same in part})
+        mine = [[list(x.key), x.usefulness(g.dynamic_filter), x.same_finds, x.state.state_id] for x in groups]
+        for part in dist.gather_json(mine):
+            flags.update({tuple(key): int(flag) for key, flag, _, _ in part})
+            same_finds.update({tuple(key): bool(same) for key, _, same, _ in part})
+            state_of.update({tuple(key): state_id for key, _, _, state_id in part})
         informative = sum(1 for flag in flags.values() if flag == 0)
         need = target - informative
         if not g.dynamic_sampling or refill is None or need <= 0 or round_no >= g.dynamic_max_retries:
@@ -311,6 +330,8 @@ def finish_rollout(
             sampler,
             keep_old,
         )
+        if credit is not None:
+            credit(groups)
         sampled.extend(groups)
 
     chosen = choose_batch(flags, target)
@@ -327,7 +348,7 @@ def finish_rollout(
         "dynamic/frac_same_finds_sampled": sum(same_finds.values()) / n,
         "dynamic/frac_uninformative_batch": sum(1 for k in chosen if flags[k]) / max(len(chosen), 1),
     }
-    return Rollouts(batch, sampled, target, stats)
+    return Rollouts(batch, sampled, target, stats, [(state_of[k], flags[k]) for k in sorted(flags)])
 
 
 def collect_groups(
@@ -342,6 +363,7 @@ def collect_groups(
     dist: Dist | None = None,
     watch: Stopwatch | None = None,
     sampler: Any = None,
+    credit: Credit | None = None,
 ) -> Rollouts:
     """Sample and score the step's `states` (all ranks' states, in step order) now: `start_rollout`
     then `finish_rollout`. `seed_of(state, round)` seeds a group's sampling."""
@@ -359,6 +381,7 @@ def collect_groups(
         dist=dist,
         watch=watch,
         sampler=sampler,
+        credit=credit,
     )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +73,20 @@ class StatePool:
                 break
             out.append(sources[source][orders[source].pop()])
         return out
+
+    # ------------------------------------------------------------------ what states taught
+
+    def observe(self, index: int, outcomes: Sequence[tuple[str, int]]) -> None:
+        """Step `index` sampled these (state id, usefulness) groups (`Rollouts.outcomes`). The epoch
+        order does not use them; `informative_pool.InformativePool` does."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint must keep for a resumed run to draw the same states (nothing here:
+        every choice is a function of the seed and the step)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned (a resumed run)."""
 
     # ------------------------------------------------------------------ on-policy states
 

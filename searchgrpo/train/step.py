@@ -12,6 +12,10 @@ beta = 0 the groups with zero reward variance are left out of the forward passes
 is 0, so their gradient is exactly 0; the loss denominators still count them, so the update is
 unchanged).
 
+With `reward.per_clue` each completion's advantage becomes per token: each clue's tokens weighted
+by its share of the set's finds (`clue_weights.py`). Under episode credit the groups' "rewards"
+are their branch returns (`ScoredGroup.rewards`), so the advantages follow them unchanged.
+
 With a `sampler` other than the trainer's own model (`grpo.sampler: server`), the samples carry
 the sampler's log-probs, and the loss recomputes the trainer's and weights each token by a
 truncated importance ratio (one hook: `sampler_correction.py`).
@@ -37,6 +41,7 @@ from searchgrpo.env.reward import COMPONENTS
 from searchgrpo.env.search_round import SearchRoundEnv
 from searchgrpo.policy.logprobs import GroupBatch, SequenceBatch, batch_logprobs, layout_batch, stack_padded
 from searchgrpo.policy.model import Policy
+from searchgrpo.train.clue_weights import batch_token_weights, row_advantages
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.grpo import LossStats, group_advantages, grpo_loss
 from searchgrpo.train.rollouts import Refill, Rollouts, ScoredGroup, collect_groups
@@ -122,6 +127,11 @@ def update(
     prompts = [grp.prompt for grp in batch_groups]
     seq_completions = [c.token_ids for grp in batch_groups for c in grp.completions]
     seq_adv = adv.reshape(-1)
+    clue_w = (
+        batch_token_weights(batch_groups, adv, policy.tokenizer, cfg.env.max_clues, cfg.prompt.clue_format)
+        if cfg.reward.per_clue
+        else None
+    )
     num_sequences = rollouts.target * K
     num_tokens = int(dist.sum([sum(len(c) for c in seq_completions)])[0])
     active = [i for i in range(len(batch_groups)) if g.beta > 0 or not bool(zero_std[i])]
@@ -159,7 +169,7 @@ def update(
                     logp,
                     old[b] if old is not None else logp.detach(),
                     ref[b] if ref is not None else None,
-                    seq_adv[rows].to(logp.device),
+                    row_advantages(seq_adv, rows, clue_w, logp.shape[1]).to(logp.device),
                     batch.completion_mask,
                     eps_low=g.epsilon,
                     eps_high=g.epsilon_high if g.epsilon_high is not None else g.epsilon,

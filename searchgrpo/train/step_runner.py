@@ -9,6 +9,12 @@ checker works while the loss runs; the next `run` finishes it. `settle()` waits 
 flight before anything else uses the environment (an eval, a replay, a checkpoint), and `close()`
 stops the scoring thread.
 
+With episode credit (`grpo.credit: episode`) the runner pays every sampling round's groups their
+branch returns (`episode_credit.EpisodeCredit`) in `finish_rollout`, on this thread: pipelined,
+the next step's continuations run after this step's update, with the weights of then. After each
+rollout the pool learns what each sampled state taught (`StatePool.observe`), before the next
+step's states are drawn.
+
 Off, the numbers of a run are exactly those of an unpipelined trainer; on, each step trains on
 samples drawn one update earlier (their old log-probs kept from then), so they differ, and a
 resumed run starts its first step afresh.
@@ -23,6 +29,7 @@ from searchgrpo.agents.checker import checker_stats, stats_delta
 from searchgrpo.config import Config
 from searchgrpo.seeding import derive_seed
 from searchgrpo.train.distributed import Dist
+from searchgrpo.train.episode_credit import EpisodeCredit
 from searchgrpo.train.judge_radar import JudgeRadar
 from searchgrpo.train.rollouts import PendingRollout, finish_rollout, start_rollout
 from searchgrpo.train.state_pool import StatePool
@@ -55,6 +62,7 @@ class StepRunner:
         self.pipelined = cfg.train.pipeline
         self._scorer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scorer") if self.pipelined else None
         self._pending: tuple[int, PendingRollout] | None = None
+        self.credit = EpisodeCredit(cfg, policy, env) if cfg.grpo.credit == "episode" else None
 
     def _seed_of(self, index: int) -> Any:
         seed = self.cfg.train.seed
@@ -108,7 +116,9 @@ class StepRunner:
             sampler=self.sampler,
             refill=lambda attempt, n, exclude: self.pool.refill(index, attempt, n, exclude),
             keep_old=self.pipelined,
+            credit=self._credit_hook(watch),
         )
+        self.pool.observe(index, rollouts.outcomes)  # before the next step's states are drawn
         if self.pipelined and next_wanted and index + 1 < self.total_steps:
             self._pending = (index + 1, self._start(index + 1, watch))  # its verdicts come while the loss runs
         outcome = update(
@@ -121,6 +131,12 @@ class StepRunner:
             watch=watch,
             sampler=self.sampler,
         )
+        if self.credit is not None:
+            outcome.metrics.update(self.credit.step_metrics(self.dist))
+            step_time = outcome.metrics.get("time/step", 0.0)
+            outcome.metrics["credit/continuation_time_share"] = (
+                outcome.metrics.get("time/continuation", 0.0) / step_time if step_time > 0 else 0.0
+            )
         after = checker_stats(self.env.checker)
         if before is not None and after is not None:
             keys = sorted(after)  # counters summed over ranks: the step's, then since the start
@@ -130,6 +146,13 @@ class StepRunner:
         if self.radar is not None:
             outcome.metrics.update(self.radar.step_metrics(outcome.groups, self.dist))
         return epoch, outcome
+
+    def _credit_hook(self, watch: Stopwatch) -> Any:
+        """Episode credit's payment of a sampling round's groups, timed in this step's `watch`."""
+        credit = self.credit
+        if credit is None:
+            return None
+        return lambda groups: credit.pay(groups, watch)
 
     def settle(self) -> None:
         """Wait for verdicts in flight: the environment is then free for other work."""

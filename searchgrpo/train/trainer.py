@@ -8,7 +8,8 @@ steps.
 Reproducibility: every state's K samples come from a generator seeded by (train.seed, step,
 state, sampling round), the torch RNG is re-seeded from (train.seed, step) at the start of every
 step, and the states of each step (`state_pool.py`: the epoch order, dynamic sampling's refills,
-on-policy states) are seeded choices. So a run resumed from a checkpoint replays exactly the
+on-policy states) are seeded choices, and what the informative pool remembers of each state is
+saved in every checkpoint. So a run resumed from a checkpoint replays exactly the
 numbers an uninterrupted run produces (on CPU, bit for bit), and N data-parallel processes sample
 the same clues as one.
 
@@ -68,11 +69,11 @@ from searchgrpo.train.checkpoints import (
 )
 from searchgrpo.train.control import TrainerControl
 from searchgrpo.train.distributed import Dist
+from searchgrpo.train.informative_pool import make_pool, restore_pool
 from searchgrpo.train.judge_radar import Drift, JudgeRadar, drift_stop_line
 from searchgrpo.train.refresh import refresh_pool
 from searchgrpo.train.run_history import append_history, check_prompt, check_resume, is_free
 from searchgrpo.train.run_lock import RunLock, claim, new_run_id
-from searchgrpo.train.state_pool import StatePool
 from searchgrpo.train.step_runner import StepRunner
 from searchgrpo.train.views import step_events
 from searchgrpo.world import load_dataset, make_env
@@ -150,7 +151,7 @@ class Trainer:
             raise UserError(f"train.states_per_step = {per} is below the {dist.world} processes: each needs a state")
         if len(ds.train) < per:
             raise UserError(f"{len(ds.train)} train states, fewer than train.states_per_step = {per}")
-        self.pool = StatePool(ds.train, per, cfg.train.seed, cfg.train.refresh_mix)
+        self.pool = make_pool(ds.train, cfg)
         self.steps_per_epoch = self.pool.steps_per_epoch
         total = self.steps_per_epoch * cfg.train.epochs
         self.total_steps = min(total, cfg.train.max_steps) if cfg.train.max_steps else total
@@ -236,6 +237,7 @@ class Trainer:
                 self.step = self.last_saved = info.step
                 self.last_eval = info.state.get("last_eval", {})
                 self.last_eval_step = info.state.get("last_eval_step")
+                restore_pool(self.pool, info.state, info.path)
                 refreshed = self.pool.load_refreshed(self.run_dir, self.step)
                 if refreshed is not None:
                     self.sink(
@@ -492,6 +494,7 @@ class Trainer:
                 "last_metrics": self.last_metrics,
                 "last_eval": self.last_eval,
                 "last_eval_step": self.last_eval_step,
+                "state_pool": self.pool.state_dict(),
                 "time": time.time(),
             },
             keep_last=self.cfg.train.keep_last,

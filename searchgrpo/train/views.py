@@ -1,8 +1,9 @@
 """The console's view of a scored group: the `GroupScored` event the trainer publishes per group.
 
-Plain data only (no tensors): every sample's clues, reward components, advantage, the clue-text
-flags (cut at the token limit, invented numbers) and the documents with their verdicts and
-snippets, so the console can show why each clue set scored what it did.
+Plain data only (no tensors): every sample's clues with each clue's share of the finds, reward
+components, advantage (and under episode credit its return), the clue-text flags (cut at the
+token limit, invented numbers) and the documents with their verdicts and snippets, so the console
+can show why each clue set scored what it did.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def group_event(
     """The event of one group; `advantages` None for a group left out of the batch (all 0)."""
     advantages = advantages if advantages is not None else [0.0] * len(group.results)
     samples = []
-    for i, (c, r, a) in enumerate(zip(group.completions, group.results, advantages)):
+    credit = group.credit or [None] * len(group.results)
+    for i, (c, r, a, b) in enumerate(zip(group.completions, group.results, advantages, credit)):
         docs = [
             DocView(
                 d.docid,
@@ -49,9 +51,13 @@ def group_event(
                 len(c.token_ids),
                 r.truncated,
                 list(r.invented),
+                list(r.clue_credit.marginals),
+                list(r.clue_credit.shares),
+                b.total if b is not None else None,
+                b.continuation if b is not None else None,
             )
         )
-    rewards = group.rewards
+    rewards = [r.reward.total for r in group.results]
     state = group.state
     return GroupScored(
         step=step,

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from searchgrpo.env.clue_credit import clue_credit
 from searchgrpo.events import (
     CheckpointSaved,
     DocView,
@@ -97,7 +98,22 @@ def _sample(rng: random.Random, index: int, clues: list[str], skill: float) -> S
     weighted = {k: w * counts[k] for k, w in zip(COMPONENTS, WEIGHTS)}
     reward = round(sum(weighted.values()), 6)
     completion = "{" + ", ".join(f'"{c}"' for c in clues) + "}"
-    return SampleView(index, completion, clues, reward, 0.0, weighted, counts, docs, False, 8 + 3 * len(clues))
+    values = {d.docid: (1.0 if d.label == "IMPORTANT" else 0.2 if d.label == "RELEVANT" else 0.0) * d.new for d in docs}
+    credit = clue_credit([[d.docid for d in docs if d.clue_index == i] for i in range(len(clues))], values)
+    return SampleView(
+        index,
+        completion,
+        clues,
+        reward,
+        0.0,
+        weighted,
+        counts,
+        docs,
+        False,
+        8 + 3 * len(clues),
+        clue_marginals=list(credit.marginals),
+        clue_shares=list(credit.shares),
+    )
 
 
 def _group(

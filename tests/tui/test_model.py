@@ -169,3 +169,38 @@ def test_ids_are_never_wrapped_and_components_never_cut_mid_word():
     text = str(components_text(sample, width=22))
     assert text == "imp+1.00 rel+0.40 (+2)"
     assert str(components_text(sample)) == "imp+1.00 rel+0.40 seen-0.10 irr-0.05"
+
+
+def test_the_sample_view_shows_each_clues_credit_and_the_return():
+    import io
+
+    from rich.console import Console
+
+    from searchgrpo.events import SampleView
+    from tui.widgets.sample_detail import render_sample
+
+    sample = SampleView(
+        0,
+        "Krallo Systems\nZeta",
+        ["Krallo Systems", "Zeta"],
+        0.96,
+        0.7,
+        {"new_important": 1.0},
+        {},
+        [],
+        clue_marginals=[1.0, 0.0],
+        clue_shares=[1.0, 0.0],
+        episode_return=1.76,
+        continuation=0.8,
+    )
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(render_sample(sample))
+    text = console.export_text()
+    assert "clue 1: Krallo Systems   credit 100% (without it -1.00)" in text
+    assert "clue 2: Zeta   credit 0% (without it +0.00)" in text
+    assert "return +1.760 (later rounds +0.800)" in text
+    # Round credit, or an event from before per-clue credit: nothing of either is shown.
+    plain = SampleView(0, "Zeta", ["Zeta"], 0.0, 0.0, {}, {}, [])
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(render_sample(plain))
+    assert "credit" not in console.export_text() and "return" not in console.export_text()

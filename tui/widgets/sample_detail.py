@@ -1,5 +1,7 @@
-"""Drill-down into one sample: its reward components, and for each clue the retrieved documents
-with the checker's verdict (coloured by label), reason, and whether each was new."""
+"""Drill-down into one sample: its reward components (and under episode credit its return), and
+for each clue its credit (its share of the set's finds, and what the set loses without it) and the
+retrieved documents with the checker's verdict (coloured by label), reason, and whether each was
+new."""
 
 from __future__ import annotations
 
@@ -14,6 +16,16 @@ from searchgrpo.events import SampleView
 from tui.format import LABEL_STYLE, printable
 
 
+def clue_credit_text(share: float, marginal: float) -> Text:
+    """A clue's credit beside it: its share of the set's finds and, in brackets, what the set
+    would lose without it (leave-one-out); dim when the clue adds nothing of its own."""
+    return Text.assemble(
+        ("   credit ", "dim"),
+        (f"{share:.0%}", "bold green" if marginal > 0 else "dim"),
+        (f" (without it {0.0 - marginal:+.2f})", "dim"),
+    )
+
+
 def render_sample(sample: SampleView) -> RenderableType:
     parts: list[RenderableType] = []
     head = Text.assemble(
@@ -26,6 +38,10 @@ def render_sample(sample: SampleView) -> RenderableType:
         ("  ", ""),
         (f"{sample.completion_tokens} tokens", "dim"),
     )
+    if sample.episode_return is not None:
+        head.append("  return ", style="dim")
+        head.append(f"{sample.episode_return:+.3f}", style="bold")
+        head.append(f" (later rounds {sample.continuation or 0.0:+.3f})", style="dim")
     parts.append(head)
     comp = Text()
     for name, value in sample.components.items():
@@ -38,11 +54,12 @@ def render_sample(sample: SampleView) -> RenderableType:
         parts.append(Text("The completion could not be parsed into clues.", style="bold red"))
     parts.append(Text(f"completion: {printable(sample.completion.strip())}", style="dim italic", overflow="fold"))
     for i, clue in enumerate(sample.clues):
-        parts.append(
-            Text.assemble(
-                ("\nclue ", "dim"), (f"{i + 1}", "bold"), (": ", "dim"), (printable(clue, one_line=True), "bold cyan")
-            )
+        line = Text.assemble(
+            ("\nclue ", "dim"), (f"{i + 1}", "bold"), (": ", "dim"), (printable(clue, one_line=True), "bold cyan")
         )
+        if i < min(len(sample.clue_shares), len(sample.clue_marginals)):  # a hand-edited log may hold fewer
+            line.append_text(clue_credit_text(sample.clue_shares[i], sample.clue_marginals[i]))
+        parts.append(line)
         docs = sorted((d for d in sample.docs if d.clue_index == i), key=lambda d: d.rank)
         if not docs:
             parts.append(Text("  no documents retrieved", style="dim"))
