@@ -7,7 +7,9 @@ The prompt (`PROMPT_VERSION`) holds the question, its sub-goals and the document
 asks for exactly one of IMPORTANT / RELEVANT / IRRELEVANT. The reply is constrained with the
 server's structured-output support (`chat_client.constrain`) and parsed robustly either way: a
 JSON {"label": ...}, or the first label word in the text. An unparsable reply is counted and
-labelled IRRELEVANT; it never stops a run.
+labelled IRRELEVANT; it never stops a run. The request asks for `logprobs`: where the server
+returns them and the labels' first tokens differ, the verdict carries the label probabilities
+(`label_logprobs.py`, for `reward.soft_labels`); otherwise `probs_note` says why it has none.
 
 Verdicts are looked up in the `VerdictCache` first, keyed by digests of the question, of the
 document as shown and of the prompt's wording (`PROMPT_ID`); only misses are sent,
@@ -28,10 +30,13 @@ from typing import Any
 
 from searchgrpo.agents.chat_client import ChatClient, RequestRejected, constrain, reply_text
 from searchgrpo.agents.checker import CheckRequest, Verdict
-from searchgrpo.agents.verdict_cache import CacheKey, VerdictCache, document_key, question_key
+from searchgrpo.agents.label_logprobs import label_probs
+from searchgrpo.agents.verdict_cache import CachedVerdict, CacheKey, VerdictCache, document_key, question_key
 from searchgrpo.data.labels import Label
 
 PROMPT_VERSION = "checker-v1"
+TOP_LOGPROBS = 10
+"""Alternatives asked for at each reply token: the label's first token's give its probabilities."""
 LABELS = tuple(label.value for label in Label)
 
 SYSTEM_PROMPT = (
@@ -141,6 +146,9 @@ class LLMChecker:
         self._cache_hits = 0
         self._unparsable = 0
         self._fallbacks = 0
+        self._no_probs = 0
+        self.probs_note = ""
+        """Why the first verdict without label probabilities has none ('' while all have them)."""
         self._wall_s = 0.0
 
     # ------------------------------------------------------------------ one request
@@ -153,6 +161,9 @@ class LLMChecker:
             "max_tokens": self.max_tokens,
             "temperature": 0.0,
             "chat_template_kwargs": {"enable_thinking": False},
+            # The label's first token's alternatives give the label probabilities (`label_logprobs.py`).
+            "logprobs": True,
+            "top_logprobs": TOP_LOGPROBS,
         }
         return constrain(body, self.structured_output, choices=LABELS, name="verdict")
 
@@ -173,7 +184,12 @@ class LLMChecker:
             with self._lock:
                 self._unparsable += 1
             return Verdict(Label.IRRELEVANT, f"unparsable reply {self.client.redact(text).strip()[:60]!r}")
-        return Verdict(label, "llm")
+        probs, why = label_probs(reply, text, label)
+        if probs is None:
+            with self._lock:
+                self._no_probs += 1
+                self.probs_note = self.probs_note or why
+        return Verdict(label, "llm", probs)
 
     # ------------------------------------------------------------------ the protocol
 
@@ -191,7 +207,7 @@ class LLMChecker:
         ]
         known: dict[CacheKey, Verdict] = {}
         if self.cache is not None:
-            known = {k: Verdict(Label(label), reason) for k, (label, reason) in self.cache.get_many(set(keys)).items()}
+            known = {k: Verdict(Label(v.label), v.reason, v.probs) for k, v in self.cache.get_rows(set(keys)).items()}
         todo: dict[CacheKey, CheckRequest] = {}
         for key, request in zip(keys, requests):
             if key not in known:
@@ -199,7 +215,7 @@ class LLMChecker:
         futures = {key: self._pool.submit(self._ask, request) for key, request in todo.items()}
         fresh = {key: future.result() for key, future in futures.items()}
         if self.cache is not None and fresh:
-            self.cache.put_many((k, v.label.value, v.reason) for k, v in fresh.items())
+            self.cache.put_rows((k, CachedVerdict(v.label.value, v.reason, v.probs)) for k, v in fresh.items())
         known.update(fresh)
         with self._lock:
             self._requests += len(requests)
@@ -221,6 +237,7 @@ class LLMChecker:
                 "wall_s": self._wall_s,
                 "peak_in_flight": float(s.peak_in_flight),
                 "structured_fallbacks": float(self._fallbacks),
+                "no_probs": float(self._no_probs),
             }
 
     def close(self) -> None:
