@@ -14,6 +14,16 @@ Under data parallelism every round is split across ranks (candidate i goes to ra
 the groups' flags are gathered, and every rank makes the same choice from them, so N
 processes pick the same batch as one.
 
+Lazy judging (`grpo.lazy_judging`, with dynamic sampling): a group whose K clue sets retrieve the
+same documents is scored without the checker (`SearchRoundEnv.score_group(defer_same_docs=True)`)
+when its usefulness is already certain: with the `finds` filter it is uninformative whatever the
+verdicts; with `reward`, only when its costs and guards are equal too (zero reward variance),
+otherwise it is judged at once. Its flag is therefore the one judging would give, so the batch is
+the same; a deferred group that ends up in the batch is judged before its rewards are used. The
+step reports the documents sent to the checker (`checker/requests`), those spent on groups the
+batch does not keep (`checker/requests_discarded`) and those lazy judging never sent
+(`checker/requests_skipped`).
+
 A step's rollout has two halves, so that the trainer can pipeline them (`train.pipeline`):
 `start_rollout` samples the first round now and hands its scoring (BM25 and the checker) to a
 thread, and `finish_rollout` waits for the scores, runs dynamic sampling's rounds and picks the
@@ -64,6 +74,16 @@ class ScoredGroup:
     @property
     def rewards(self) -> list[float]:
         return [r.reward.total for r in self.results]
+
+    @property
+    def judged(self) -> bool:
+        """The checker labelled its documents (False: deferred by lazy judging)."""
+        return all(r.judged for r in self.results)
+
+    @property
+    def documents(self) -> int:
+        """Distinct documents its K clue sets retrieved: what one checker batch of it asks for."""
+        return len({d.docid for r in self.results for d in r.docs})
 
     @property
     def same_finds(self) -> bool:
@@ -151,10 +171,36 @@ def sample(
 
 
 def score(
-    env: SearchRoundEnv, states: Sequence[SearchState], groups: Sequence[Sequence[Completion]]
+    env: SearchRoundEnv,
+    states: Sequence[SearchState],
+    groups: Sequence[Sequence[Completion]],
+    lazy_filter: str | None = None,
 ) -> list[list[StepResult]]:
-    """Each group through BM25, the checker (one deduplicated batch per group) and the reward."""
-    return [env.score_group(s, [c.text for c in grp], [c.truncated for c in grp]) for s, grp in zip(states, groups)]
+    """Each group through BM25, the checker (one deduplicated batch per group) and the reward.
+    `lazy_filter` (the dynamic filter, when judging is lazy): defer the checker for groups whose
+    usefulness does not depend on it (see the module docstring)."""
+    return [score_one(env, s, grp, lazy_filter) for s, grp in zip(states, groups)]
+
+
+def score_one(
+    env: SearchRoundEnv, state: SearchState, group: Sequence[Completion], lazy_filter: str | None = None
+) -> list[StepResult]:
+    texts, cut = [c.text for c in group], [c.truncated for c in group]
+    results = env.score_group(state, texts, cut, defer_same_docs=lazy_filter is not None)
+    if (
+        results
+        and not results[0].judged
+        and lazy_filter != "finds"
+        and not zero_variance([r.reward.total for r in results])
+    ):
+        # Same documents but different costs or guards: informative under the reward filter.
+        results = env.score_group(state, texts, cut)
+    return results
+
+
+def lazy_filter_of(g: GRPOConfig) -> str | None:
+    """The filter lazy judging defers for, or None when every group is judged at once."""
+    return g.dynamic_filter if g.lazy_judging and g.dynamic_sampling else None
 
 
 def scored_groups(
@@ -199,7 +245,7 @@ def sample_and_score(
     watch = watch or Stopwatch()
     groups, old = sample(g, policy, prompts, seeds, sampler, watch, keep_old)
     with watch.time("score"):
-        results = score(env, states, groups)
+        results = score(env, states, groups, lazy_filter_of(g))
     return scored_groups(round_no, first_index, stride, states, prompts, groups, results, old)
 
 
@@ -245,10 +291,10 @@ def start_rollout(
     prompts = [prompt_of(s) for s in picked]
     groups, old = sample(g, policy, prompts, [seed_of(s, 0) for s in picked], sampler, watch, keep_old)
     if scorer is not None:
-        results: Future | list[list[StepResult]] = scorer.submit(score, env, picked, groups)
+        results: Future | list[list[StepResult]] = scorer.submit(score, env, picked, groups, lazy_filter_of(g))
     else:
         with watch.time("score"):
-            results = score(env, picked, groups)
+            results = score(env, picked, groups, lazy_filter_of(g))
     return PendingRollout(list(states), picked, prompts, groups, old, results)
 
 
@@ -316,9 +362,19 @@ def finish_rollout(
     chosen = choose_batch(flags, target)
     for x in sampled:
         x.in_batch = x.key in chosen
+        if x.in_batch and not x.judged:  # deferred, yet it fills the batch: its rewards need verdicts
+            with watch.time("score"):
+                x.results = score_one(env, x.state, x.completions)
     sampled.sort(key=lambda x: x.key)
     batch = [x for x in sampled if x.in_batch]
     n = max(len(flags), 1)
+    requests = dist.sum(
+        [
+            sum(x.documents for x in sampled if x.judged),
+            sum(x.documents for x in sampled if x.judged and not x.in_batch),
+            sum(x.documents for x in sampled if not x.judged),
+        ]
+    )
     stats = {
         "dynamic/sampled_groups": float(len(flags)),
         "dynamic/replaced_groups": float(sum(1 for k, flag in flags.items() if flag and k not in chosen)),
@@ -326,6 +382,9 @@ def finish_rollout(
         "dynamic/frac_zero_std_sampled": sum(1 for flag in flags.values() if flag == 2) / n,
         "dynamic/frac_same_finds_sampled": sum(same_finds.values()) / n,
         "dynamic/frac_uninformative_batch": sum(1 for k in chosen if flags[k]) / max(len(chosen), 1),
+        "checker/requests": float(requests[0]),
+        "checker/requests_discarded": float(requests[1]),
+        "checker/requests_skipped": float(requests[2]),
     }
     return Rollouts(batch, sampled, target, stats)
 
