@@ -261,8 +261,7 @@ class BaseJudge:
                 ids[r, s - len(suffixes[i]) : s] = torch.tensor(suffixes[i], dtype=torch.long)
             ids[:, s:] = targets.reshape(1, -1)
             self._counts["tokens"] += sum(len(suffixes[i]) for i in rows) + len(rows) * labels * width
-            cache = copy.deepcopy(prefix_cache)
-            cache.batch_repeat_interleave(len(rows))
+            cache = batched_cache(prefix_cache, len(rows))
             out = view(
                 input_ids=ids.to(device),
                 attention_mask=self._mask(layout.mask.to(device)),
@@ -297,6 +296,21 @@ class BaseJudge:
             logp = completion_logprobs(self.view, batch)
             sums.append((logp * batch.completion_mask).sum(dim=1).double().cpu())
         return torch.cat(sums).view(len(fulls), len(self.label_ids))
+
+
+def batched_cache(prefix_cache: Any, rows: int) -> Any:
+    """A fresh cache holding the prefix's keys and values for `rows` rows. The prefix is not copied
+    per row: each layer's tensors are broadcast views (a stride-0 batch), which the first update
+    concatenates with the rows' own keys and values (the one copy the forward makes anyway)."""
+    cache = copy.deepcopy(prefix_cache)
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
+        cache.batch_repeat_interleave(rows)  # another cache layout: copy per row
+        return cache
+    for layer in layers:
+        layer.keys = layer.keys.expand(rows, *layer.keys.shape[1:])
+        layer.values = layer.values.expand(rows, *layer.values.shape[1:])
+    return cache
 
 
 def judge_model_key(policy: Policy, load_in_4bit: bool) -> str:
