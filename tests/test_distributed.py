@@ -146,3 +146,19 @@ def test_two_machines_match_one(one_process, tmp_path):
     assert [m.returncode for m in machines] == [0, 0], outs
     _assert_same_run(one_process, tmp_path / "machine0" / "runs" / "two-machines")
     assert not (tmp_path / "machine1" / "runs").exists()  # only rank 0 writes the run
+
+
+def test_two_processes_each_judging_their_own_groups_match_one(tmp_path):
+    """`checker.backend: base`: every rank's judge runs its own policy's base weights on its own
+    groups, and the run is the one process's."""
+    judge = ["--set", "checker.backend=base", "--set", "checker.cache=false"]
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    one = searchgrpo("train", "--headless", *COMMON, *judge, "--set", "train.run_name=one", cwd=tmp_path / "a")
+    two = searchgrpo(
+        "train", *COMMON, *judge, "--set", "train.run_name=two", "--num-processes", "2", cwd=tmp_path / "b"
+    )
+    for proc in (one, two):
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, out
+    _assert_same_run(tmp_path / "a" / "runs" / "one", tmp_path / "b" / "runs" / "two")

@@ -266,3 +266,24 @@ def test_a_pipelined_run_judges_exactly_as_an_unpipelined_one(tmp_path):
     for pair, verdict in zip(pairs, judge.check(requests)):
         assert seen["on"][pair][0] == verdict.label.value
         assert seen["on"][pair][1] == pytest.approx(verdict.probs, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_a_base_the_judge_cannot_load_is_one_line_with_exit_code_2(tmp_path):
+    from tests.conftest import SETS, searchgrpo
+
+    missing = tmp_path / "no-such-model"
+    proc = searchgrpo(
+        "audit-checker",
+        *SETS,
+        "--set",
+        "checker.backend=base",
+        "--set",
+        f"model.base={missing}",
+        "--no-plot",
+        cwd=tmp_path,
+    )
+    out, _ = proc.communicate(timeout=600)
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert proc.returncode == 2, out
+    assert "Traceback" not in out and any("model.base" in line and str(missing) in line for line in lines), out
