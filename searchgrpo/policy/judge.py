@@ -193,9 +193,10 @@ class BaseJudge:
 
     def stats(self) -> dict[str, float]:
         """Running counters: `calls` are verdicts computed (cache misses), `latency_s` the seconds
-        spent computing them, `tokens` the tokens prefilled for them."""
-        with self._lock:
-            return {**self._counts, "failures": 0.0, "unparsable": 0.0}
+        spent computing them, `tokens` the tokens prefilled for them. Read without waiting for a
+        `check` in progress on another thread (the trainer reads them while a pipelined step's
+        verdicts are computed)."""
+        return {**dict(self._counts), "failures": 0.0, "unparsable": 0.0}
 
     def describe(self) -> str:
         return f"in-process judge: the base model ({self.model_key}), label log-probabilities"
