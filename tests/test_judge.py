@@ -287,3 +287,53 @@ def test_a_base_the_judge_cannot_load_is_one_line_with_exit_code_2(tmp_path):
     lines = [line for line in out.splitlines() if line.strip()]
     assert proc.returncode == 2, out
     assert "Traceback" not in out and any("model.base" in line and str(missing) in line for line in lines), out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("episodes", [False, True], ids=["rounds", "episodes"])
+def test_an_eval_judged_in_process_attaches_each_adapter_to_the_judges_base(tmp_path, episodes):
+    """`eval` with `checker.backend: base` holds one base model: the judge's, with each adapter
+    attached in turn. The policies write exactly the clues they write beside the gold checker (the
+    adapter was there), and every verdict is the base judge's."""
+    import json
+
+    from searchgrpo.evaluate import run_eval
+    from searchgrpo.evaluate.inputs import EvalRequest
+    from searchgrpo.train.trainer import Trainer
+
+    cfg = tiny_config(tmp_path, "train.max_steps=2", "train.save_every=2", "train.run_name=r")
+    run_dir = Trainer(cfg).train().run_dir
+    ckpt = str(run_dir / "checkpoints" / "step-000002")
+    reports = {}
+    for backend in ("gold", "base"):
+        judged = cfg.replace(**{"checker.backend": backend, "checker.cache": False})
+        request = EvalRequest(
+            baseline=True,
+            checkpoints=[ckpt],
+            output=str(tmp_path / f"{backend}.json"),
+            limit=3,
+            bootstrap=50,
+            episodes=episodes,
+            max_rounds=2,
+        )
+        reports[backend] = json.loads(run_eval(judged, request).read_text())
+
+    def written(report, name):  # what each policy wrote (the first round's clues of an episode)
+        if episodes:
+            return [r["clues"] for q in report["per_question"] for r in q["results"][name]["rounds"][:1]]
+        return [s["completion"] for st in report["per_state"] for s in st["results"][name]["samples"]]
+
+    for name in ("baseline", "step-000002"):
+        assert written(reports["base"], name) == written(reports["gold"], name)
+    # The adapter attached to the judge's base computes what the adapter loaded on its own does.
+    adapter = run_dir / "checkpoints" / "step-000002" / "adapter"
+    base = load_frozen_base(cfg)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.no_grad():
+        plain = base.model(input_ids=ids).logits
+        own = load_policy(cfg, adapter=adapter).model(input_ids=ids).logits
+        with policy_on(cfg, adapter, base) as borrowed:
+            attached = borrowed.model(input_ids=ids).logits
+        after = base.model(input_ids=ids).logits
+    assert torch.allclose(attached, own, atol=1e-6) and not torch.allclose(attached, plain, atol=1e-4)
+    assert torch.equal(after, plain)  # and is gone again
