@@ -14,15 +14,11 @@ Under data parallelism every round is split across ranks (candidate i goes to ra
 the groups' flags are gathered, and every rank makes the same choice from them, so N
 processes pick the same batch as one.
 
-Lazy judging (`grpo.lazy_judging`, with dynamic sampling): a group whose K clue sets retrieve the
-same documents is scored without the checker (`SearchRoundEnv.score_group(defer_same_docs=True)`)
-when its usefulness is already certain: with the `finds` filter it is uninformative whatever the
-verdicts; with `reward`, only when its costs and guards are equal too (zero reward variance),
-otherwise it is judged at once. Its flag is therefore the one judging would give, so the batch is
-the same; a deferred group that ends up in the batch is judged before its rewards are used. The
-step reports the documents sent to the checker (`checker/requests`), those spent on groups the
-batch does not keep (`checker/requests_discarded`) and those lazy judging never sent
-(`checker/requests_skipped`).
+Groups are scored by `group_scoring.score`, which judges lazily (`grpo.lazy_judging`): a group
+whose usefulness cannot depend on the verdicts is scored without the checker, and judged here
+only if it fills the batch. The step reports the documents sent to the checker
+(`checker/requests`), those spent on groups the batch does not keep (`checker/requests_discarded`)
+and those lazy judging never sent (`checker/requests_skipped`).
 
 A step's rollout has two halves, so that the trainer can pipeline them (`train.pipeline`):
 `start_rollout` samples the first round now and hands its scoring (BM25 and the checker) to a
@@ -47,7 +43,7 @@ from searchgrpo.env.search_round import SearchRoundEnv, StepResult
 from searchgrpo.policy.logprobs import sampling_logprobs
 from searchgrpo.policy.sampling import Completion, generate
 from searchgrpo.train.distributed import Dist
-from searchgrpo.train.grpo import ZERO_STD_TOL
+from searchgrpo.train.group_scoring import lazy_filter_of, score, score_one, zero_variance
 from searchgrpo.train.timing import Stopwatch
 
 Refill = Callable[[int, int, set[str]], list[SearchState]]
@@ -117,11 +113,6 @@ class Rollouts:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-def zero_variance(rewards: Sequence[float]) -> bool:
-    """The same test as `group_advantages`: the rewards' spread is below ZERO_STD_TOL."""
-    return max(rewards) - min(rewards) < ZERO_STD_TOL
-
-
 def sample(
     g: GRPOConfig,
     policy: Any,
@@ -168,39 +159,6 @@ def sample(
                 for p, grp in zip(prompts, groups)
             ]
     return groups, old
-
-
-def score(
-    env: SearchRoundEnv,
-    states: Sequence[SearchState],
-    groups: Sequence[Sequence[Completion]],
-    lazy_filter: str | None = None,
-) -> list[list[StepResult]]:
-    """Each group through BM25, the checker (one deduplicated batch per group) and the reward.
-    `lazy_filter` (the dynamic filter, when judging is lazy): defer the checker for groups whose
-    usefulness does not depend on it (see the module docstring)."""
-    return [score_one(env, s, grp, lazy_filter) for s, grp in zip(states, groups)]
-
-
-def score_one(
-    env: SearchRoundEnv, state: SearchState, group: Sequence[Completion], lazy_filter: str | None = None
-) -> list[StepResult]:
-    texts, cut = [c.text for c in group], [c.truncated for c in group]
-    results = env.score_group(state, texts, cut, defer_same_docs=lazy_filter is not None)
-    if (
-        results
-        and not results[0].judged
-        and lazy_filter != "finds"
-        and not zero_variance([r.reward.total for r in results])
-    ):
-        # Same documents but different costs or guards: informative under the reward filter.
-        results = env.score_group(state, texts, cut)
-    return results
-
-
-def lazy_filter_of(g: GRPOConfig) -> str | None:
-    """The filter lazy judging defers for, or None when every group is judged at once."""
-    return g.dynamic_filter if g.lazy_judging and g.dynamic_sampling else None
 
 
 def scored_groups(
