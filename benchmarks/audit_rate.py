@@ -11,6 +11,13 @@ every verdict is computed). The rate is verdicts over the seconds spent inside t
 their ratio (the goal of issue #22: the in-process `base` judge at least 3x the llama.cpp server's
 on CPU with SmolLM2), each backend's agreement with gold, and how often the two backends give the
 same label (they differ: the server runs a quantised GGUF). Results: benchmarks/results/audit_rate.json.
+
+`--interleave` measures the two rates on a machine shared with other work: both checkers are open
+at once and label the same batches of `BATCH` pairs (the audit's own batches), alternately, the
+first backend first on even batches and second on odd ones, so that both see the same load over
+time; it reports the rates, each backend's three-label agreement with gold and how often they agree
+(benchmarks/results/audit_rate_interleaved.json). `--threads N` sets torch's threads (the `base`
+judge's; the embedded server's are `checker.server_threads`).
 """
 
 from __future__ import annotations
@@ -48,7 +55,80 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--questions", type=Path, help="audit on this question set instead of the config's data")
     p.add_argument("--set", dest="overrides", action="append", default=[], help="config override (both backends)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "audit_rate")
+    p.add_argument("--interleave", action="store_true", help="label the same batches alternately (a shared machine)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (the base judge's)")
     return p.parse_args()
+
+
+def interleaved(args: argparse.Namespace) -> dict[str, Any]:
+    """Both backends on the same batches of pairs, alternately (see the module docstring)."""
+    from searchgrpo.evaluate.audit_pairs import load_audit_data, sample_pairs
+    from searchgrpo.evaluate.checker_audit import BATCH
+    from searchgrpo.world import make_checker, make_retriever
+
+    cfgs = {
+        b: load_config(ROOT / "config.yaml", [f"checker.backend={b}", "checker.cache=false", *args.overrides])
+        for b in args.backends
+    }
+    first = cfgs[args.backends[0]]
+    data = load_audit_data(first, str(args.questions) if args.questions else None)
+    pairs = sample_pairs(data, make_retriever(first, data.dataset), args.pairs, args.seed)
+    checkers = {b: make_checker(cfgs[b], data.dataset) for b in args.backends}
+    spent = dict.fromkeys(args.backends, 0.0)
+    labels: dict[str, list[str]] = {b: [] for b in args.backends}
+    loads = [os.getloadavg()[0]]
+    try:
+        for n, start in enumerate(range(0, len(pairs), BATCH)):
+            batch = [p.request for p in pairs[start : start + BATCH]]
+            for b in args.backends if n % 2 == 0 else args.backends[::-1]:
+                began = time.perf_counter()
+                verdicts = checkers[b].check(batch)
+                spent[b] += time.perf_counter() - began
+                labels[b].extend(v.label.value for v in verdicts)
+            loads.append(os.getloadavg()[0])
+            print(
+                f"  {start + len(batch)}/{len(pairs)} pairs: "
+                + ", ".join(f"{b} {(start + len(batch)) / spent[b]:.2f}/s" for b in args.backends),
+                file=sys.stderr,
+                flush=True,
+            )
+    finally:
+        for checker in checkers.values():
+            close = getattr(checker, "close", None)
+            if callable(close):
+                close()
+    gold = [p.gold.value for p in pairs]
+    rows = {
+        b: {
+            "verdicts": len(labels[b]),
+            "check_seconds": spent[b],
+            "verdicts_per_second": len(labels[b]) / spent[b],
+            "seconds_per_verdict": spent[b] / len(labels[b]),
+            "agreement_with_gold": sum(a == g for a, g in zip(labels[b], gold)) / len(gold),
+            "important_rate": labels[b].count("IMPORTANT") / len(labels[b]),
+        }
+        for b in args.backends
+    }
+    ref, cand = args.backends
+    ratio = rows[cand]["verdicts_per_second"] / rows[ref]["verdicts_per_second"]
+    return {
+        "command": "python " + " ".join(sys.argv),
+        "mode": "interleaved",
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch_threads": torch_threads()},
+        "load_average_1min": {"min": min(loads), "max": max(loads), "mean": sum(loads) / len(loads)},
+        "pairs": len(pairs),
+        "seed": args.seed,
+        "backends": rows,
+        "rate_ratio": {"candidate_over_reference": ratio, "candidate": cand, "reference": ref},
+        "goal": {"ratio_at_least": GOAL, "met": bool(ratio >= GOAL), "applies_to": "base over llm, CPU, SmolLM2"},
+        "labels_identical_share": sum(a == b for a, b in zip(labels[ref], labels[cand])) / len(pairs),
+    }
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -71,6 +151,26 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     args = parse_args()
     quiet_libraries()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.interleave:
+        result = interleaved(args)
+        out = args.out.with_name(args.out.name + "_interleaved.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2))
+        for b, r in result["backends"].items():
+            print(
+                f"{b:>9}: {r['verdicts_per_second']:8.2f} verdicts/s ({r['seconds_per_verdict'] * 1000:.1f} ms each), "
+                f"agreement with gold {r['agreement_with_gold']:.3f}, IMPORTANT rate {r['important_rate']:.3f}"
+            )
+        ratio = result["rate_ratio"]["candidate_over_reference"]
+        print(
+            f"{args.backends[1]} / {args.backends[0]}: {ratio:.2f}x the rate (goal >= {GOAL:g}x); same label on "
+            f"{result['labels_identical_share']:.1%} of pairs; load {result['load_average_1min']}\nresults: {out}"
+        )
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     reports = {b: measure(b, args) for b in args.backends}

@@ -199,7 +199,12 @@ def credit_overrides(args: argparse.Namespace) -> list[str]:
     return out
 
 
-GOLD_JUDGE = {"checker.backend": "gold", "checker.judge_noise": 0.0, "checker.judge_bias": "none"}
+GOLD_JUDGE = {
+    "checker.backend": "gold",
+    "checker.judge_noise": 0.0,
+    "checker.judge_bias": "none",
+    "reward.soft_labels": False,  # gold verdicts have no probabilities
+}
 """What collection and evaluation use, whatever judge trains the policy."""
 
 

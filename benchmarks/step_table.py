@@ -1,6 +1,8 @@
-"""GRPO step time and the checker's share of it, per checker and sampler, on the same work (issue 18 item 5).
+"""GRPO step time and the checker's share of it, per checker and sampler, on the same work (issue 18 item 5,
+issue 22 item 7).
 
     python benchmarks/step_table.py [--steps 2] [--threads 1] [--only NAME ...] [--set key=value ...]
+    python benchmarks/step_table.py --preset h200     # one H200: gold against the in-process judge
 
 Trains SmolLM2-135M (the embedded model) on the demo world, the same states with the same
 sampling seeds in every configuration, `--steps` timed steps after one warm-up step each,
@@ -10,8 +12,10 @@ runs one more step, untimed, after its timed ones:
 
 - `gold`: the gold checker (labels from the data), the local sampler (`generate`);
 - `llm`: the LLM checker on the embedded llama.cpp server (a fresh verdict cache), local sampler;
-- `llm+pipeline=V`: the same with `train.pipeline=V`, for every value the config accepts besides
-  its default; left out when the config has no `train.pipeline`;
+- `base`: the in-process judge (`checker.backend=base`: the policy's own base weights, adapter
+  skipped, label log-probabilities; verdict cache off, so every verdict is computed);
+- `llm+pipeline=V`, `base+pipeline=V`: the same with `train.pipeline=V`, for every value the
+  config accepts besides its default; left out when the config has no `train.pipeline`;
 - `gold+server`: the server sampler (`grpo.sampler=server`: llama.cpp serving the base GGUF with
   the current adapter, restarted after every update), gold checker; `llm+server` on request.
 
@@ -20,9 +24,19 @@ handing the adapter to the server; pipelined, also the next step's old log-probs
 step's own thread (`time/score`: retrieval, checker, reward; pipelined, `time/score_wait`, the wait
 for verdicts computed during the previous update) and the loss, the checker's share of the step
 (scoring / step), checker calls per step and checker seconds per call (its work differs between
-rows: each policy update changes the clues), and for the server sampler the mean
-`sampler/kl`, `sampler/abs_logp_diff` and `sampler/tis_clipped_frac`. The 1-minute load average
-is recorded around each configuration. Writes --out (JSON) and prints a Markdown table.
+rows: each policy update changes the clues), the documents sent to the checker per step
+(`checker/requests`; of them for groups dynamic sampling discarded, and those lazy judging never
+sent), and for the server sampler the mean `sampler/kl`, `sampler/abs_logp_diff` and
+`sampler/tis_clipped_frac`. Where both `llm` and `base` ran, how often they gave the same label to
+the same (state, document) (the quantisations differ: Q4 GGUF on the server, float32 here) and
+the step-time ratio (issue 22's goal: the in-process step at least 3x faster on CPU). The 1-minute
+load average is recorded around each configuration. Writes --out (JSON) and prints a Markdown table.
+
+`--preset h200` runs, in one process on one GPU, a Qwen3-8B-shaped random model (bf16, made once
+from SmolLM2's tokenizer as `grpo_vs_trl.py` makes it; `--model-dir`) on 4 states x K=8 with
+prompts of exactly 1024 tokens and 128 new tokens, dynamic sampling off (the same groups whatever
+the judge says): `gold`, `base`, and both pipelined; the goal is the in-process step at most 1.3x
+the gold step.
 """
 
 from __future__ import annotations
@@ -46,7 +60,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from searchgrpo.config import TrainConfig, load_config  # noqa: E402
-from searchgrpo.events import StepFinished  # noqa: E402
+from searchgrpo.events import GroupScored, StepFinished  # noqa: E402
 from searchgrpo.runs import quiet_libraries  # noqa: E402
 from searchgrpo.train.trainer import Trainer  # noqa: E402
 
@@ -81,18 +95,76 @@ def pipeline_values() -> list[Any]:
     return [v for v in values if v != field.default]
 
 
-def configurations() -> dict[str, list[str]]:
-    out = {"gold": ["checker.backend=gold"], "llm": ["checker.backend=llm"]}
+def configurations(preset: str = "cpu") -> dict[str, list[str]]:
+    base = ["checker.backend=base", "checker.cache=false"]
+    if preset == "h200":
+        out = {"gold": ["checker.backend=gold"], "base": base}
+        for value in pipeline_values():
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            out[f"gold+pipeline={text}"] = ["checker.backend=gold", f"train.pipeline={text}"]
+            out[f"base+pipeline={text}"] = [*base, f"train.pipeline={text}"]
+        return out
+    out = {"gold": ["checker.backend=gold"], "llm": ["checker.backend=llm"], "base": base}
     for value in pipeline_values():
         text = str(value).lower() if isinstance(value, bool) else str(value)
         out[f"llm+pipeline={text}"] = ["checker.backend=llm", f"train.pipeline={text}"]
+        out[f"base+pipeline={text}"] = [*base, f"train.pipeline={text}"]
     out["gold+server"] = ["checker.backend=gold", "grpo.sampler=server"]
     out["llm+server"] = ["checker.backend=llm", "grpo.sampler=server"]  # not run by default (--only)
     return out
 
 
-DEFAULT = ("gold", "llm", "llm+pipeline", "gold+server")
-"""Run unless --only names others: every `llm+pipeline=V` row counts as `llm+pipeline`."""
+DEFAULT = ("gold", "llm", "base", "llm+pipeline", "base+pipeline", "gold+server")
+"""Run unless --only names others: every `X+pipeline=V` row counts as `X+pipeline`."""
+
+H200_WORK = [
+    "model.device=cuda",
+    "model.dtype=bfloat16",
+    "model.gradient_checkpointing=true",
+    "train.states_per_step=4",
+    "grpo.num_generations=8",
+    "grpo.max_new_tokens=128",
+    "grpo.max_prompt_tokens=1024",
+    "train.micro_batch_size=8",
+    "grpo.beta=0.04",
+    "grpo.dynamic_sampling=false",
+    "train.eval_every=0",
+    "train.save_every=0",
+    "train.seed=7",
+]
+"""One H200, as `grpo_vs_trl.py --preset h200` (4 states x K=8, 128 new tokens; prompts: PROMPT_TOKENS)."""
+PROMPT_TOKENS = 1024
+
+
+class LongPrompts:
+    """Every state's prompt at exactly PROMPT_TOKENS tokens (`grpo_vs_trl.long_prompt`: its tables
+    extended with other states' rows, then cut as `encode_prompt` cuts), made once per state."""
+
+    def __init__(self, tokenizer: Any, states: list[Any], cfg: Any) -> None:
+        from benchmarks.grpo_vs_trl import long_prompt
+
+        self.make = lambda state: long_prompt(tokenizer, state, states[:60], PROMPT_TOKENS, cfg)
+        self.cache: dict[str, list[int]] = {}
+
+    def __call__(self, state: Any) -> list[int]:
+        if state.state_id not in self.cache:
+            self.cache[state.state_id] = self.make(state)
+        return self.cache[state.state_id]
+
+    def forget(self, states: Any) -> None:
+        return None
+
+
+def train_with_long_prompts(cfg: Any, on_event: Any) -> None:
+    """`Trainer.train()` with every prompt PROMPT_TOKENS long (the h200 preset)."""
+    trainer = Trainer(cfg, sink=on_event)
+    try:
+        trainer.setup()
+        prompts = LongPrompts(trainer.policy.tokenizer, list(trainer.dataset.train), cfg)
+        trainer.prompts = trainer.runner.prompt_of = prompts  # type: ignore[assignment]
+        trainer._loop()
+    finally:
+        trainer.close()
 
 
 def load1() -> float:
@@ -105,10 +177,11 @@ def run(name: str, overrides: list[str], args: argparse.Namespace, work: Path) -
     )
     # Pipelined, a step also samples the next one, except the last: that step is run but not timed.
     total = args.steps + 1 + (1 if pipelined else 0)
+    h200 = args.preset == "h200"
     cfg = load_config(
         None,
         [
-            *WORK,
+            *([*H200_WORK, f"model.base={args.model_folder}"] if h200 else WORK),
             f"train.max_steps={total}",
             f"train.output_dir={work / name}",
             f"checker.cache_path={work / (name + '-verdicts.sqlite')}",
@@ -117,8 +190,14 @@ def run(name: str, overrides: list[str], args: argparse.Namespace, work: Path) -
         ],
     )
     steps: list[dict[str, float]] = []
+    labels: dict[str, str] = {}
 
     def on_event(event: object) -> None:
+        if isinstance(event, GroupScored):  # every verdict, for the agreement between judges
+            for sample in event.samples:
+                for doc in sample.docs:
+                    if doc.label:
+                        labels.setdefault(f"{event.state_id}\t{doc.docid}", doc.label)
         if isinstance(event, StepFinished):
             steps.append(event.metrics)
             m = event.metrics
@@ -130,7 +209,10 @@ def run(name: str, overrides: list[str], args: argparse.Namespace, work: Path) -
 
     before = load1()
     start = time.perf_counter()
-    Trainer(cfg, sink=on_event).train()
+    if h200:
+        train_with_long_prompts(cfg, on_event)
+    else:
+        Trainer(cfg, sink=on_event).train()
     timed = steps[1 : args.steps + 1]  # the first step is the warm-up
 
     def median(key: str) -> float:
@@ -144,6 +226,7 @@ def run(name: str, overrides: list[str], args: argparse.Namespace, work: Path) -
         "wall_s": time.perf_counter() - start,
         "load1_before": before,
         "load1_after": load1(),
+        "labels": labels,
     }
     for key in (
         "time/step",
@@ -157,6 +240,9 @@ def run(name: str, overrides: list[str], args: argparse.Namespace, work: Path) -
         "tokens/completion",
         "checker/calls",
         "checker/time_s",
+        "checker/requests",
+        "checker/requests_discarded",
+        "checker/requests_skipped",
     ):
         row[key] = median(key)
     row["time/score"] = statistics.median(scoring(m) for m in timed)
@@ -179,11 +265,26 @@ def calls(r: dict[str, Any]) -> str:
     return f"{r['checker/calls']:.0f} | {r['checker_s_per_call']:.2f}"
 
 
+def requests(r: dict[str, Any]) -> str:
+    """Documents sent to the checker per step, of them for discarded groups, and never sent."""
+    values = [
+        r.get(k, float("nan")) for k in ("checker/requests", "checker/requests_discarded", "checker/requests_skipped")
+    ]
+    return " | ".join("" if math.isnan(v) else f"{v:.0f}" for v in values)
+
+
+def agreement(a: dict[str, str], b: dict[str, str]) -> dict[str, Any]:
+    """How often two judges gave the same label to the same (state, document)."""
+    both = sorted(set(a) & set(b))
+    same = sum(a[k] == b[k] for k in both)
+    return {"pairs": len(both), "same_label": same / len(both) if both else float("nan")}
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| configuration | s/step | sampling | scoring | loss | checker share | checker calls | checker s/call "
-        "| sampler/kl | |logp diff| | TIS clipped |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| docs judged | of them discarded | not judged | sampler/kl | |logp diff| | TIS clipped |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         server = "grpo.sampler=server" in r["overrides"]
@@ -195,7 +296,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         sampling = r["time/generate"] + (0.0 if math.isnan(r["time/old_logprobs"]) else r["time/old_logprobs"])
         lines.append(
             f"| {r['name']} | {r['time/step']:.2f} | {sampling:.2f} | {r['time/score']:.2f} | "
-            f"{r['time/loss']:.2f} | {r['checker_share']:.0%} | {calls(r)} | {extra} |"
+            f"{r['time/loss']:.2f} | {r['checker_share']:.0%} | {calls(r)} | {requests(r)} | {extra} |"
         )
     return "\n".join(lines)
 
@@ -207,11 +308,29 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="configurations to run (default: all)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "step_table.json")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--preset", choices=("cpu", "h200"), default="cpu")
+    parser.add_argument("--model-dir", default=tempfile.gettempdir(), help="h200: where the random model is saved")
+    parser.add_argument(
+        "--shape",
+        default="qwen3-8b",
+        help="h200: the random model's shape (qwen3-tiny with --set model.device=cpu: a dry run)",
+    )
     args = parser.parse_args()
     quiet_libraries()
     torch.set_num_threads(args.threads)
+    if args.preset == "h200":
+        from benchmarks.grpo_vs_trl import make_random_model
+        from searchgrpo.policy.model import resolve_base
+
+        smollm2 = resolve_base(load_config(None, [])).path
+        args.model_folder = make_random_model(Path(args.model_dir) / args.shape, smollm2, args.shape)
+        if args.out == parser.get_default("out"):
+            args.out = ROOT / "benchmarks" / "results" / "step_table_h200.json"
+    default = DEFAULT if args.preset == "cpu" else tuple(configurations("h200"))
     chosen = {
-        k: v for k, v in configurations().items() if (k in args.only if args.only else k.split("=")[0] in DEFAULT)
+        k: v
+        for k, v in configurations(args.preset).items()
+        if (k in args.only if args.only else k in default or k.split("=")[0] in default)
     }
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -228,16 +347,31 @@ def main() -> None:
                 "step_local_over_server": local["time/step"] / server["time/step"],
             }
     for name, row in by.items():
-        if name.startswith("llm+pipeline") and "llm" in by:
-            ratios[name] = {
-                "step_sequential_over_pipelined": by["llm"]["time/step"] / row["time/step"],
-                "checker_s_per_call_pipelined_over_sequential": row["checker_s_per_call"]
-                / by["llm"]["checker_s_per_call"],
+        checker = name.split("+")[0]
+        if "+pipeline" in name and checker in by:
+            ratios[name] = {"step_sequential_over_pipelined": by[checker]["time/step"] / row["time/step"]}
+            if checker == "llm":
+                ratios[name]["checker_s_per_call_pipelined_over_sequential"] = (
+                    row["checker_s_per_call"] / by["llm"]["checker_s_per_call"]
+                )
+    judges = {}
+    for suffix in ("", *sorted({n[n.index("+pipeline") :] for n in by if "+pipeline" in n})):
+        llm, base, gold = by.get(f"llm{suffix}"), by.get(f"base{suffix}"), by.get(f"gold{suffix}")
+        if llm and base:  # issue 22: the in-process step at least 3x faster than the server's (CPU)
+            judges[f"llm{suffix}_over_base{suffix}"] = {
+                "step": llm["time/step"] / base["time/step"],
+                "scoring": llm["time/score"] / base["time/score"] if base["time/score"] else float("nan"),
+                "labels": agreement(llm["labels"], base["labels"]),
             }
+        if gold and base:  # issue 22: the in-process step at most 1.3x the gold step (one H200)
+            judges[f"base{suffix}_over_gold{suffix}"] = {"step": base["time/step"] / gold["time/step"]}
+    ratios["judges"] = judges
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     report = {
         "command": "python " + " ".join(sys.argv),
-        "work": WORK,
+        "preset": args.preset,
+        "work": [*H200_WORK, f"prompts of {PROMPT_TOKENS} tokens"] if args.preset == "h200" else WORK,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "threads": args.threads,
         "pipeline_values": [str(v) for v in pipeline_values()],
         "uptime_end": uptime,

@@ -449,7 +449,7 @@ def collect(
     limit: Annotated[int | None, typer.Option(help="Play only the first N questions.")] = None,
     max_rounds: Annotated[int, typer.Option(help="Rounds per question, at most.")] = 6,
     seed: Annotated[int, typer.Option(help="Seed of the rule-based Executor.")] = 0,
-    checker: Annotated[str | None, typer.Option(help="gold or llm (default: checker.backend).")] = None,
+    checker: Annotated[str | None, typer.Option(help="gold, llm or base (default: checker.backend).")] = None,
     planner: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
     executor: Annotated[str, typer.Option(help="rule or policy (the base model.base, greedy).")] = "rule",
     entity_manager: Annotated[str, typer.Option(help="rule or llm.")] = "rule",

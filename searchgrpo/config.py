@@ -229,6 +229,16 @@ class GRPOConfig:
     efficacy runs, 2.6x the demo's CPU step, where most groups find the same (hence the default);
     it learnt more per step there (docs/efficacy.md, runs v2c-v2e). Production: `finds`."""
 
+    lazy_judging: bool = True
+    """Judge a group whose K clue sets retrieve the same documents only once dynamic sampling
+    keeps it for the batch. Retrieval is deterministic, so such a group's verdict-paid reward
+    components are equal whatever the checker says: with `dynamic_filter: finds` it is
+    uninformative for certain, with `reward` when its costs and guards are equal too. Dynamic
+    sampling then replaces it without a checker call; only if it ends up filling the batch is it
+    judged. The batch chosen and its rewards are exactly those of judging everything; replaced
+    groups that were never judged show their documents without a verdict. Not applied under
+    `credit: episode`, whose branches play on from the round's verdicts."""
+
     sampler: Literal["local", "server"] = "local"
     """Where samples come from: `local` (the trainer's own model, `decoder` above) or `server`
     (llama.cpp in this process serving the base GGUF with the current LoRA adapter, reloaded after
@@ -342,6 +352,12 @@ class RewardConfig:
     n x its share, with a negative one n x (1 - share) / (n - 1), so the clues that found the
     evidence get the credit and the ones that found nothing the blame; tokens outside every clue
     keep the advantage. Off: every token of a completion gets its advantage."""
+    soft_labels: bool = False
+    """Pay the expected reward under the checker's label probabilities instead of its label: a new
+    document 0.55 IMPORTANT / 0.40 RELEVANT / 0.05 IRRELEVANT counts 0.55 in `new_important`,
+    0.40 in `new_relevant` and 0.05 in `irrelevant`. Needs a checker that gives probabilities
+    (`checker.backend: base`, or `llm` on a server that returns logprobs); a verdict without
+    them counts as its label. Not a reward weight: a switch."""
 
 
 @dataclass(frozen=True)
@@ -536,10 +552,13 @@ class EnvConfig:
 class CheckerConfig:
     """The frozen DocumentChecker that labels retrieved documents, and the server behind it."""
 
-    backend: Literal["gold", "llm", "simulated"] = "gold"
+    backend: Literal["gold", "llm", "base", "simulated"] = "gold"
     """`gold`: labels from the data (IMPORTANT = gold; RELEVANT by a documented rule; else
     IRRELEVANT), no model. `llm`: the frozen base LLM over an OpenAI-compatible server, as in
-    the seed (slower; verdicts are cached). `simulated`: gold's labels with seeded noise and bias
+    the seed (slower; verdicts are cached). `base`: the trainer's own base model (model.base,
+    adapter off) judges in-process, on the trainer's device, with the `llm` backend's prompt, the
+    label read from the three labels' log-probabilities (no server, no second copy of the
+    weights; docs/checker.md). `simulated`: gold's labels with seeded noise and bias
     (`judge_noise`, `judge_bias`), a judge of known quality for controlled studies."""
 
     server: str = checked(
@@ -619,6 +638,11 @@ class CheckerConfig:
 
     judge_seed: int = non_negative(0)
     """`simulated` backend: the seed of its draws (another seed, another frozen judge of the same quality)."""
+
+    base_batch_size: int = between(16, 1, 4096)
+    """`base` backend: documents per batched prefill. Each state's shared prompt start is encoded
+    once; its documents are then prefilled this many at a time, each with its three label
+    continuations. Memory grows with it (KV of this many documents' prompts at once)."""
 
     max_reply_bytes: int = between(4 * 1024 * 1024, 1024, 1024**3)
     """Largest reply body accepted from the server, in bytes. A longer reply is refused as soon as
@@ -966,6 +990,12 @@ def _cross_checks(cfg: Config, source: str) -> None:
         raise ConfigError(
             f"{source}: checker.judge_noise / checker.judge_bias make a simulated judge, but checker.backend = "
             f"{judge.backend}; set checker.backend: simulated, or leave judge_noise at 0 and judge_bias at none"
+        )
+    if cfg.reward.soft_labels and judge.backend not in ("base", "llm"):
+        raise ConfigError(
+            f"{source}: reward.soft_labels pays the expected reward under the checker's label probabilities, but "
+            f"checker.backend = {judge.backend} gives none; set checker.backend: base (or llm), or "
+            "reward.soft_labels: false"
         )
 
 

@@ -48,10 +48,13 @@ class DocView:
     title: str
     snippet: str
     label: str
+    """IMPORTANT, RELEVANT or IRRELEVANT; empty where the group was never judged (lazy judging)."""
     reason: str
     new: bool
     clue_index: int
     rank: int
+    probs: list[float] | None = None
+    """The checker's probabilities of IMPORTANT, RELEVANT and IRRELEVANT, where it gives them."""
 
 
 @dataclass(frozen=True)

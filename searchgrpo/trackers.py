@@ -55,7 +55,7 @@ OWN_NAMES = {"reward/std": "rewards/total/std", "reward/min": "rewards/total/min
 """Our own reward statistics, moved out of `reward/` because `reward` is a metric itself: no name
 may be the folder of another (MLflow's file store keeps each metric in a file of that path)."""
 
-COMPONENTS = frozenset(f.name for f in dataclasses.fields(RewardConfig))
+COMPONENTS = frozenset(f.name for f in dataclasses.fields(RewardConfig) if f.type in ("float", float))
 
 
 def tracker_metrics(event: Any, groups: list[GroupScored]) -> dict[str, float]:

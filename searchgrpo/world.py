@@ -6,7 +6,8 @@ import-linter layers, just below `train`.
 
 The `llm` checker is opened through `searchgrpo.agents.endpoint`: the embedded llama.cpp server is
 started (or an external server's health is checked) and the verdict cache opened; `close()` on the
-checker releases both.
+checker releases both. The `base` checker (`policy/judge.py`) judges with a loaded policy's base
+weights when given one (the trainer's), else loads the base model once, adapter-free.
 
 With `data.traces` and `data.corpus` null, the embedded demo world is used: the first call
 generates it (corpus, questions, and traces from a baseline multi-agent pass) into the cache
@@ -32,6 +33,7 @@ from searchgrpo.env.reward import RewardCalculator
 from searchgrpo.env.search_round import SearchRoundEnv
 from searchgrpo.errors import UserError
 from searchgrpo.fileio import OutputKind, atomic_dir, writing_cache
+from searchgrpo.policy.model import Policy
 from searchgrpo.retrieval.backends import open_retriever
 from searchgrpo.retrieval.search import Retriever, SparseBM25Search
 
@@ -106,9 +108,19 @@ def load_dataset(
     return read_dataset(cfg.data, traces_dir, corpus_path, strict=strict, is_demo=is_demo)
 
 
-def make_checker(cfg: Config, dataset: Dataset, notice: Callable[[str], None] | None = None) -> DocumentChecker:
+def make_checker(
+    cfg: Config,
+    dataset: Dataset,
+    notice: Callable[[str], None] | None = None,
+    policy: Policy | None = None,
+) -> DocumentChecker:
     """The configured checker; an `llm` one owns its server and cache until `close()` (`notice`
-    hears of a server still loading its model)."""
+    hears of a server still loading its model). A `base` one judges with `policy`'s base weights
+    (adapter skipped), or with the base model loaded for it."""
+    if cfg.checker.backend == "base":
+        from searchgrpo.policy.judge import open_base_judge
+
+        return open_base_judge(cfg, policy)
     if cfg.checker.backend == "gold":
         return GoldChecker(dataset.corpus, dataset.labels)
     if cfg.checker.backend == "simulated":
@@ -132,10 +144,13 @@ def make_env(
     dataset: Dataset,
     checker: DocumentChecker | None = None,
     notice: Callable[[str], None] | None = None,
+    policy: Policy | None = None,
 ) -> SearchRoundEnv:
+    """The search-round environment; its checker `checker`, else the configured one (a `base` one
+    on `policy`'s weights when given)."""
     return SearchRoundEnv(
         make_retriever(cfg, dataset),
-        checker or make_checker(cfg, dataset, notice),
+        checker or make_checker(cfg, dataset, notice, policy),
         RewardCalculator(cfg.reward),
         top_k=cfg.env.top_k,
         min_clues=cfg.env.min_clues,

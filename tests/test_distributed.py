@@ -65,7 +65,11 @@ def _assert_same_run(one, other):
     assert sorted(steps1) == sorted(steps2) == [1, 2, 3]
     for step in steps1:
         for key, value in steps1[step].items():
-            if key.startswith("time/") or key.endswith("_time_share"):  # wall time, and shares of it
+            if (
+                key.startswith("time/")
+                or key.endswith("_time_share")
+                or key in ("checker/latency_ms", "checker/time_s")
+            ):
                 continue
             # Gradients are summed in another order across processes: equal up to float rounding.
             assert math.isclose(value, steps2[step][key], rel_tol=1e-4, abs_tol=1e-6), (step, key)
@@ -166,3 +170,19 @@ def test_two_processes_match_one_with_episode_credit_and_the_informative_pool(tm
     _assert_same_run(runs["one"], runs["two"])
     steps, _, _ = _metrics(runs["two"])
     assert all(m["credit/branches"] == 3 * m["dynamic/sampled_groups"] for m in steps.values())
+
+
+def test_two_processes_each_judging_their_own_groups_match_one(tmp_path):
+    """`checker.backend: base`: every rank's judge runs its own policy's base weights on its own
+    groups, and the run is the one process's."""
+    judge = ["--set", "checker.backend=base", "--set", "checker.cache=false"]
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    one = searchgrpo("train", "--headless", *COMMON, *judge, "--set", "train.run_name=one", cwd=tmp_path / "a")
+    two = searchgrpo(
+        "train", *COMMON, *judge, "--set", "train.run_name=two", "--num-processes", "2", cwd=tmp_path / "b"
+    )
+    for proc in (one, two):
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, out
+    _assert_same_run(tmp_path / "a" / "runs" / "one", tmp_path / "b" / "runs" / "two")

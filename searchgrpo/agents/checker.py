@@ -42,6 +42,9 @@ class Verdict:
 
     label: Label
     reason: str = ""
+    probs: tuple[float, float, float] | None = None
+    """The probabilities of IMPORTANT, RELEVANT and IRRELEVANT (Label order, summing to 1), where
+    the backend has them (`base`; `llm` when its server returns logprobs); None otherwise."""
 
 
 class DocumentChecker(Protocol):

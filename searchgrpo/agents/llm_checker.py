@@ -13,6 +13,9 @@ reply it could not read) with the reason `unparsable reply '...'`, and never cac
 against a healthy server asks again. Once `min_calls_for_unparsable` replies have come, a running share
 of unparsable replies above `max_unparsable_frac` stops the run (`UnparsableReplies`, one line
 naming the server and a sample reply): a judge that does not answer with labels is not a reward.
+The request asks for `logprobs`: where the server returns them and the labels' first tokens
+differ, the verdict carries the label probabilities (`label_logprobs.py`, for
+`reward.soft_labels`); otherwise `probs_note` says why it has none.
 
 Verdicts are looked up in the `VerdictCache` first, keyed by digests of the question, of the
 document as shown and of the prompt's wording (`PROMPT_ID`); only misses are sent,
@@ -31,14 +34,17 @@ from typing import Any
 
 from searchgrpo.agents.chat_client import ChatClient, RequestRejected, constrain, reply_text
 from searchgrpo.agents.checker import CheckRequest, Verdict
+from searchgrpo.agents.label_logprobs import label_probs
 from searchgrpo.agents.label_reply import parse_label
-from searchgrpo.agents.verdict_cache import CacheKey, VerdictCache, document_key, question_key
+from searchgrpo.agents.verdict_cache import CachedVerdict, CacheKey, VerdictCache, document_key, question_key
 from searchgrpo.data.labels import Label
 from searchgrpo.errors import UserError, printable
 
 PROMPT_VERSION = "checker-v1"
 PARSER_VERSION = "exact-label-v2"
 """The reply parser (`label_reply`); v1 took the first label word anywhere in the reply."""
+TOP_LOGPROBS = 10
+"""Alternatives asked for at each reply token: the label's first token's give its probabilities."""
 LABELS = tuple(label.value for label in Label)
 
 SYSTEM_PROMPT = (
@@ -151,6 +157,9 @@ class LLMChecker:
         self._replies = 0
         self._sample = ""
         self._fallbacks = 0
+        self._no_probs = 0
+        self.probs_note = ""
+        """Why the first verdict without label probabilities has none ('' while all have them)."""
         self._wall_s = 0.0
 
     # ------------------------------------------------------------------ one request
@@ -163,6 +172,9 @@ class LLMChecker:
             "max_tokens": self.max_tokens,
             "temperature": 0.0,
             "chat_template_kwargs": {"enable_thinking": False},
+            # The label's first token's alternatives give the label probabilities (`label_logprobs.py`).
+            "logprobs": True,
+            "top_logprobs": TOP_LOGPROBS,
         }
         return constrain(body, self.structured_output, choices=LABELS, name="verdict")
 
@@ -186,7 +198,12 @@ class LLMChecker:
                 self._sample = self._sample or text
         if label is None:
             return Verdict(Label.IRRELEVANT, f"{UNPARSABLE} {quoted(self.client.redact(text))}")
-        return Verdict(label, "llm")
+        probs, why = label_probs(reply, text, label)
+        if probs is None:
+            with self._lock:
+                self._no_probs += 1
+                self.probs_note = self.probs_note or why
+        return Verdict(label, "llm", probs)
 
     def _check_unparsable_share(self) -> None:
         """Raise UnparsableReplies when the running share passes `max_unparsable_frac`."""
@@ -217,16 +234,20 @@ class LLMChecker:
         ]
         known: dict[CacheKey, Verdict] = {}
         if self.cache is not None:
-            known = {k: Verdict(Label(label), reason) for k, (label, reason) in self.cache.get_many(set(keys)).items()}
+            known = {k: Verdict(Label(v.label), v.reason, v.probs) for k, v in self.cache.get_rows(set(keys)).items()}
         todo: dict[CacheKey, CheckRequest] = {}
         for key, request in zip(keys, requests):
             if key not in known:
                 todo.setdefault(key, request)
         futures = {key: self._pool.submit(self._ask, request) for key, request in todo.items()}
         fresh = {key: future.result() for key, future in futures.items()}
-        readable = [(k, v.label.value, v.reason) for k, v in fresh.items() if not v.reason.startswith(UNPARSABLE)]
+        readable = [
+            (k, CachedVerdict(v.label.value, v.reason, v.probs))
+            for k, v in fresh.items()
+            if not v.reason.startswith(UNPARSABLE)
+        ]
         if self.cache is not None and readable:
-            self.cache.put_many(readable)  # never an unparsable reply: a later run asks again
+            self.cache.put_rows(readable)  # never an unparsable reply: a later run asks again
         known.update(fresh)
         with self._lock:
             self._requests += len(requests)
@@ -250,6 +271,7 @@ class LLMChecker:
                 "wall_s": self._wall_s,
                 "peak_in_flight": float(s.peak_in_flight),
                 "structured_fallbacks": float(self._fallbacks),
+                "no_probs": float(self._no_probs),
             }
 
     def close(self) -> None:

@@ -49,16 +49,29 @@ class ClueCredit:
     shares: tuple[float, ...] = ()
 
 
-def doc_values(docs: Iterable[tuple[str, Label, bool]], new_important: float, new_relevant: float) -> dict[str, float]:
+def doc_values(
+    docs: Iterable[tuple[str, Label, bool]],
+    new_important: float,
+    new_relevant: float,
+    probs: Mapping[str, Sequence[float]] | None = None,
+) -> dict[str, float]:
     """Each retrieved document's paid value from (docid, label, new): the reward's weight of a new
-    IMPORTANT or RELEVANT document, 0 for anything else (irrelevant, or discovered before).
+    IMPORTANT or RELEVANT document, 0 for anything else (irrelevant, or discovered before). With
+    `probs` (`reward.soft_labels`: docid -> P(IMPORTANT), P(RELEVANT), P(IRRELEVANT)), a new
+    document that has them pays its expected weight, as the reward does.
 
     >>> doc_values([("a", Label.IMPORTANT, True), ("b", Label.IMPORTANT, False)], 1.0, 0.2)
     {'a': 1.0, 'b': 0.0}
+    >>> doc_values([("a", Label.IMPORTANT, True)], 1.0, 0.2, {"a": (0.5, 0.5, 0.0)})
+    {'a': 0.6}
     """
     out = {}
     for docid, label, new in docs:
-        weight = new_important if label is Label.IMPORTANT else new_relevant if label is Label.RELEVANT else 0.0
+        p = probs.get(docid) if probs is not None else None
+        if p is not None:
+            weight = p[0] * new_important + p[1] * new_relevant
+        else:
+            weight = new_important if label is Label.IMPORTANT else new_relevant if label is Label.RELEVANT else 0.0
         out[docid] = weight if new else 0.0
     return out
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from searchgrpo.config import RewardConfig
@@ -21,7 +21,10 @@ from searchgrpo.data.labels import Label
 
 COMPONENTS: tuple[str, ...] = tuple(name for name, kind in typing.get_type_hints(RewardConfig).items() if kind is float)
 """Component names, in report order: the weights among the fields of RewardConfig (its switches,
-such as `per_clue`, are not components)."""
+such as `per_clue` and `soft_labels`, are not components)."""
+
+LabelProbs = tuple[float, float, float]
+"""A verdict's probabilities of IMPORTANT, RELEVANT and IRRELEVANT (Label order), summing to 1."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ def component_counts(
     goal_copies: int = 0,
     cut: bool = False,
     original_new_important: float | None = None,
+    label_probs: Sequence[LabelProbs | None] | None = None,
 ) -> dict[str, float]:
     """Count every component for one sample.
 
@@ -62,7 +66,9 @@ def component_counts(
     table syntax; `goal_copies` the clues copying the Planner's sub-goal wording; `cut` whether the
     completion hit the token limit;
     `original_new_important` is how many new IMPORTANT documents the state's original clues found
-    (None: no gain is computed).
+    (None: no gain is computed). `label_probs` (soft labels, `reward.soft_labels`), aligned with
+    `retrieved`: a new document with probabilities counts each label's probability in that label's
+    component (its expected count) instead of 1 in its label's; one with None counts its label.
 
     >>> c = component_counts(retrieved=[(Label.IMPORTANT, False), (Label.IRRELEVANT, True)],
     ...                      duplicate_clues=1, unparsable=False, clues_written=5, min_clues=2, max_clues=4,
@@ -73,10 +79,18 @@ def component_counts(
     (1.0, 2.0)
     """
     counts = dict.fromkeys(COMPONENTS, 0.0)
-    for label, seen in retrieved:
+    retrieved = list(retrieved)
+    probs = list(label_probs) if label_probs is not None else [None] * len(retrieved)
+    if len(probs) != len(retrieved):
+        raise ValueError(f"{len(probs)} label probabilities for {len(retrieved)} documents")
+    for (label, seen), p in zip(retrieved, probs):
         counts["retrieved_doc"] += 1
         if seen:
             counts["already_discovered"] += 1
+        elif p is not None:
+            counts["new_important"] += p[0]
+            counts["new_relevant"] += p[1]
+            counts["irrelevant"] += p[2]
         elif label is Label.IMPORTANT:
             counts["new_important"] += 1
         elif label is Label.RELEVANT:
@@ -120,6 +134,8 @@ class RewardCalculator:
 
     def __init__(self, weights: RewardConfig) -> None:
         self.weights = {name: float(getattr(weights, name)) for name in COMPONENTS}
+        self.soft_labels = bool(weights.soft_labels)
+        """Pay the expected reward under verdicts' label probabilities (`component_counts`)."""
 
     @classmethod
     def from_weights(cls, weights: Mapping[str, float]) -> RewardCalculator:

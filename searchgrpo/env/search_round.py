@@ -6,6 +6,12 @@
 verdicts, reward breakdown and each clue's share of the finds (`clue_credit`, from the searches
 already made: no extra search or checker call). `score_group` does the same for all K samples of a state with a
 single, deduplicated checker batch, which is how the trainer calls it.
+
+With `defer_same_docs`, a group whose K clue sets retrieve the same set of documents is scored
+without the checker (`StepResult.judged` False, every document's label None, counted as
+IRRELEVANT): its verdict-paid components are then equal across the K samples whatever the
+verdicts, so its reward spread and equal-finds status are already known (`grpo.lazy_judging`).
+With `reward.soft_labels`, documents count their label probabilities (`component_counts`).
 """
 
 from __future__ import annotations
@@ -44,8 +50,11 @@ class RetrievedDoc:
     score: float
     new: bool
     """Not among the state's already-discovered docids."""
-    label: Label
+    label: Label | None
+    """None where the group was not judged (`StepResult.judged`)."""
     reason: str
+    probs: tuple[float, float, float] | None = None
+    """The verdict's label probabilities, where the checker gives them (`Verdict.probs`)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,8 @@ class StepResult:
     """Numbers in the clues that appear nowhere in the state or question."""
     clue_credit: ClueCredit = field(default_factory=ClueCredit)
     """Each clue's leave-one-out marginal value and share of the set's finds (`env.clue_credit`)."""
+    judged: bool = True
+    """False: scored without the checker (`score_group(defer_same_docs=True)`); labels are None."""
 
 
 class SearchRoundEnv:
@@ -120,9 +131,15 @@ class SearchRoundEnv:
             hits = self.retrieve(state.original_clues[: self.max_clues]).hits
             verdicts = self._check(state, sorted({h.docid for h in hits}))
             self._original[state.state_id] = float(
-                sum(1 for h in hits if h.docid not in state.discovered and verdicts[h.docid].label is Label.IMPORTANT)
+                sum(self._important_count(verdicts[h.docid]) for h in hits if h.docid not in state.discovered)
             )
         return self._original[state.state_id]
+
+    def _important_count(self, verdict: Verdict) -> float:
+        """What one new document adds to `new_important`: its P(IMPORTANT) with soft labels."""
+        if self.reward.soft_labels and verdict.probs is not None:
+            return verdict.probs[0]
+        return 1.0 if verdict.label is Label.IMPORTANT else 0.0
 
     def _check(self, state: SearchState, docids: list[str]) -> dict[str, Verdict]:
         corpus = self.retriever.corpus
@@ -136,15 +153,23 @@ class SearchRoundEnv:
         return dict(zip(docids, self.checker.check(requests)))
 
     def score_group(
-        self, state: SearchState, completions: Sequence[str | Sequence[str]], truncated: Sequence[bool] | None = None
+        self,
+        state: SearchState,
+        completions: Sequence[str | Sequence[str]],
+        truncated: Sequence[bool] | None = None,
+        *,
+        defer_same_docs: bool = False,
     ) -> list[StepResult]:
         """Score K completions of one state with one deduplicated checker batch. `truncated[i]`:
-        completion i hit the token limit (its last clue is cut)."""
+        completion i hit the token limit (its last clue is cut). `defer_same_docs`: see the module
+        docstring."""
         corpus = self.retriever.corpus
         parsed = [self.parse(c) for c in completions]
         runs = [self.retrieve(p.clues) for p in parsed]
         wanted = sorted({h.docid for run in runs for h in run.hits})
-        verdicts = self._check(state, wanted)
+        judged = not (defer_same_docs and same_documents([[h.docid for h in run.hits] for run in runs]))
+        unjudged = Verdict(None, "not judged: the group's clue sets found the same documents")  # type: ignore[arg-type]
+        verdicts = self._check(state, wanted) if judged else dict.fromkeys(wanted, unjudged)
         discovered = state.discovered
         original = self.original_new_important(state) if self.reward.weights["gain_over_original"] else None
         question_tokens = tokenize(state.question)
@@ -163,12 +188,13 @@ class SearchRoundEnv:
                     h.docid not in discovered,
                     verdicts[h.docid].label,
                     verdicts[h.docid].reason,
+                    verdicts[h.docid].probs,
                 )
                 for h in run.hits
             )
             invented = [invented_numbers(c, known_numbers) for c in p.clues]
             counts = component_counts(
-                retrieved=[(d.label, not d.new) for d in docs],
+                retrieved=[(d.label, not d.new) for d in docs],  # type: ignore[misc]
                 duplicate_clues=run.duplicates,
                 unparsable=p.unparsable,
                 clues_written=p.written,
@@ -183,11 +209,13 @@ class SearchRoundEnv:
                 goal_copies=sum(1 for c in p.clues if copies_planner_wording(c, wording)),
                 cut=bool(was_cut) and not p.unparsable,
                 original_new_important=original,
+                label_probs=[d.probs for d in docs] if self.reward.soft_labels else None,
             )
             values = doc_values(
                 ((d.docid, d.label, d.new) for d in docs),
                 self.reward.weights["new_important"],
                 self.reward.weights["new_relevant"],
+                {d.docid: d.probs for d in docs if d.probs is not None} if self.reward.soft_labels else None,
             )
             results.append(
                 StepResult(
@@ -198,6 +226,17 @@ class SearchRoundEnv:
                     bool(was_cut),
                     tuple(sorted({n for found in invented for n in found})),
                     clue_credit(run.clue_docids, values),
+                    judged,
                 )
             )
         return results
+
+
+def same_documents(doc_lists: Sequence[Sequence[str]]) -> bool:
+    """Every clue set retrieved the same set of documents (order aside).
+
+    >>> same_documents([["a", "b"], ["b", "a", "a"]]), same_documents([["a"], ["a", "b"]]), same_documents([])
+    (True, False, True)
+    """
+    sets = [set(docs) for docs in doc_lists]
+    return all(s == sets[0] for s in sets[1:])

@@ -312,15 +312,26 @@ def collect_to_folder(
 
             endpoint = open_endpoint(cfg.checker)
             closers.append(endpoint.close)
+        agents: dict[str, Any] = {}
+        if executor == "policy":
+            from searchgrpo.policy.executor import PolicyExecutor
+
+            agents["executor"] = PolicyExecutor.base_model(cfg, seed=seed)
         if cfg.checker.backend == "llm":
             from searchgrpo.agents.endpoint import open_llm_checker
 
             checker: DocumentChecker = open_llm_checker(cfg.checker, cache_root(cfg), endpoint)
             closers.insert(0, checker.close)  # type: ignore[attr-defined]
+        elif cfg.checker.backend == "base":
+            from searchgrpo.policy.judge import open_base_judge
+
+            # The Executor's base model when it is the policy: one copy of the weights.
+            shared = agents["executor"].policy if "executor" in agents else None
+            checker = open_base_judge(cfg, shared)
+            closers.insert(0, checker.close)  # type: ignore[attr-defined]
         else:
             labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in selected}
             checker = GoldChecker(corpus, labels)
-        agents: dict[str, Any] = {}
         if planner == "llm":
             from searchgrpo.agents.llm_agents import LLMPlanner
 

@@ -59,7 +59,7 @@ def run_episode_eval(
 ) -> Path:
     """Play every held-out question with each policy and write the JSON report; returns its path."""
     from searchgrpo.policy.executor import PolicyExecutor
-    from searchgrpo.policy.model import load_policy
+    from searchgrpo.policy.model import load_frozen_base, policy_on
 
     sink = sink or (lambda e: None)
     rounds = request.max_rounds or cfg.eval.episode_rounds
@@ -77,7 +77,9 @@ def run_episode_eval(
         sink(LogMessage("warning", note))
     starts = question_starts(dataset, qids, dataset.eval)
     retriever = make_retriever(cfg, dataset)
-    checker = make_checker(cfg, dataset)
+    # An in-process judge and the policies share one base model: each adapter is attached to it in turn.
+    shared = load_frozen_base(cfg) if cfg.checker.backend == "base" else None
+    checker = make_checker(cfg, dataset, policy=shared)
     sink(EvalStarted([s.name for s in specs], len(starts), str(output)))
     played: dict[str, list[Episode]] = {}
     fallbacks: dict[str, dict[str, int]] = {}
@@ -85,9 +87,6 @@ def run_episode_eval(
         for spec in specs:
             if stop is not None and stop.is_set():
                 raise UserError("eval stopped before it finished; no report written")
-            executor = PolicyExecutor(
-                cfg, load_policy(cfg, adapter=spec.adapter), use_adapter=spec.adapter is not None, seed=request.seed
-            )
             finished = 0
 
             def progress(_: Episode, name: str = spec.name) -> None:
@@ -95,19 +94,21 @@ def run_episode_eval(
                 finished += 1
                 sink(EvalProgress(name, finished, len(starts)))
 
-            played[spec.name] = play(
-                starts,
-                planner=RulePlanner(rounds),
-                executor=executor,
-                entity_manager=RuleEntityManager(),
-                retriever=retriever,
-                checker=checker,
-                top_k=cfg.env.top_k,
-                doc_budget=budget,
-                on_done=progress,
-            )
-            fallbacks[spec.name] = {"clue_sets": executor.calls, "rule_fallbacks": executor.fallbacks}
-            del executor
+            with policy_on(cfg, spec.adapter, shared) as policy:
+                executor = PolicyExecutor(cfg, policy, use_adapter=spec.adapter is not None, seed=request.seed)
+                played[spec.name] = play(
+                    starts,
+                    planner=RulePlanner(rounds),
+                    executor=executor,
+                    entity_manager=RuleEntityManager(),
+                    retriever=retriever,
+                    checker=checker,
+                    top_k=cfg.env.top_k,
+                    doc_budget=budget,
+                    on_done=progress,
+                )
+                fallbacks[spec.name] = {"clue_sets": executor.calls, "rule_fallbacks": executor.fallbacks}
+                del executor
     finally:
         close = getattr(checker, "close", None)
         if callable(close):

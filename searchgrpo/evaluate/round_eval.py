@@ -58,7 +58,7 @@ def run_round_eval(
     """Score every policy on the same states and write the JSON report; returns its path."""
     import torch
 
-    from searchgrpo.policy.model import load_policy
+    from searchgrpo.policy.model import load_frozen_base, policy_on
     from searchgrpo.policy.sampling import Prompts
     from searchgrpo.seeding import derive_seed
 
@@ -73,33 +73,34 @@ def run_round_eval(
     )
     for note in notes:
         sink(LogMessage("warning", note))
-    env = make_env(cfg, dataset)
+    # An in-process judge and the policies share one base model: each adapter is attached to it in turn.
+    shared = load_frozen_base(cfg) if cfg.checker.backend == "base" else None
+    env = make_env(cfg, dataset, policy=shared)
     sink(EvalStarted([s.name for s in specs], len(states), str(output)))
     scored: dict[str, list[ScoredState]] = {}
     try:
         for spec in specs:
             if stop is not None and stop.is_set():
                 raise UserError("eval stopped before it finished; no report written")
-            policy = load_policy(cfg, adapter=spec.adapter)
-            tok = policy.tokenizer
-            prompts = [Prompts(tok, cfg).encode(s) for s in states]
-            torch.manual_seed(derive_seed(request.seed, "eval"))  # the same sampling noise for every policy
-            scored[spec.name] = score_policy(
-                policy.model,
-                tok,
-                env,
-                states,
-                prompts,
-                dataset.labels,
-                max_new_tokens=cfg.grpo.max_new_tokens,
-                device=policy.device,
-                batch_size=cfg.train.micro_batch_size,
-                num_samples=request.num_samples,
-                temperature=request.temperature,
-                budgets=cfg.eval.budgets,
-                progress=lambda done, total, name=spec.name: sink(EvalProgress(name, done, total)),
-            )
-            del policy
+            with policy_on(cfg, spec.adapter, shared) as policy:
+                tok = policy.tokenizer
+                prompts = [Prompts(tok, cfg).encode(s) for s in states]
+                torch.manual_seed(derive_seed(request.seed, "eval"))  # the same sampling noise for every policy
+                scored[spec.name] = score_policy(
+                    policy.model,
+                    tok,
+                    env,
+                    states,
+                    prompts,
+                    dataset.labels,
+                    max_new_tokens=cfg.grpo.max_new_tokens,
+                    device=policy.device,
+                    batch_size=cfg.train.micro_batch_size,
+                    num_samples=request.num_samples,
+                    temperature=request.temperature,
+                    budgets=cfg.eval.budgets,
+                    progress=lambda done, total, name=spec.name: sink(EvalProgress(name, done, total)),
+                )
     finally:
         close = getattr(env.checker, "close", None)
         if callable(close):

@@ -7,6 +7,8 @@
   on CUDA only), attaches a peft LoRA adapter, and enables gradient checkpointing if asked.
 - The reference policy is the same weights with the adapter disabled (`reference_mode`), never a
   second copy.
+- `load_frozen_base` loads the base alone, adapter-free: the in-process judge's model where no
+  policy is loaded (an audit, a collect, an eval's checker).
 """
 
 from __future__ import annotations
@@ -218,13 +220,18 @@ def load_policy(cfg: Config, adapter: Path | None = None, device: Any = None) ->
     """Base + a new LoRA adapter (seeded by train.seed), or the adapter saved in `adapter`.
 
     `device` overrides model.device (a data-parallel rank passes its own GPU)."""
-    import torch
-
     base = resolve_base(cfg)
     device = device or resolve_device(cfg.model)
     dtype = resolve_dtype(cfg.model, device)
     tokenizer = load_tokenizer(base.path)
-    model = load_base_model(cfg.model, base, device, dtype)
+    model = with_adapter(cfg, load_base_model(cfg.model, base, device, dtype), adapter)
+    return Policy(model, tokenizer, base, device, dtype)
+
+
+def with_adapter(cfg: Config, model: Any, adapter: Path | None) -> Any:
+    """`model` (a base) with a new LoRA adapter (seeded by train.seed), or the one saved in `adapter`."""
+    import torch
+
     if adapter is None:
         torch.manual_seed(cfg.train.seed)
         model = attach_lora(cfg.lora, model, cfg.model.gradient_checkpointing)
@@ -237,4 +244,32 @@ def load_policy(cfg: Config, adapter: Path | None = None, device: Any = None) ->
             model.enable_input_require_grads()
     # peft keeps adapter weights in float32 on a 16-bit base (autocast_adapter_dtype).
     model.config.use_cache = False
+    return model
+
+
+@contextlib.contextmanager
+def policy_on(cfg: Config, adapter: Path | None, base: Policy | None = None) -> Iterator[Policy]:
+    """A policy for one evaluation: `load_policy`'s; or, given an already loaded base
+    (`load_frozen_base`, which the in-process judge also uses), that base with the adapter attached
+    for the duration and removed afterwards, leaving it as it was: one copy of the weights."""
+    if base is None:
+        yield load_policy(cfg, adapter=adapter)
+        return
+    model = with_adapter(cfg, base.model, adapter)
+    try:
+        yield Policy(model, base.tokenizer, base.base, base.device, base.dtype)
+    finally:
+        model.unload()
+
+
+def load_frozen_base(cfg: Config, device: Any = None) -> Policy:
+    """The base model alone, no adapter, frozen and in eval mode, as a `Policy` (the in-process
+    judge's model where no policy is loaded; `policy/judge.py`)."""
+    base = resolve_base(cfg)
+    device = device or resolve_device(cfg.model)
+    dtype = resolve_dtype(cfg.model, device)
+    tokenizer = load_tokenizer(base.path)
+    model = load_base_model(cfg.model, base, device, dtype)
+    model.requires_grad_(False)
+    model.eval()
     return Policy(model, tokenizer, base, device, dtype)

@@ -173,3 +173,39 @@ def adapter_fit(adapter: Path, base: Path) -> None:
                 f"{where}: the adapter's {layer}.lora_{which} is {shape}, which does not fit the "
                 f"base model's {layer} of shape {base_shape}; was it trained on another model?"
             )
+
+
+DIGEST_TEXT_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "chat_template.json",
+)
+"""Files of a model folder whose whole content identifies it (architecture, tokenizer, chat template)."""
+DIGEST_EDGE_BYTES = 1 << 20
+"""Bytes read from each end of a weight file for its digest (with its size: the whole file would
+take a minute for an 8B model; a different checkpoint differs in its header and first tensors)."""
+
+
+def model_digest(folder: Path) -> str:
+    """A short digest identifying a model folder's judge: its config, tokenizer and chat template
+    (whole), and each weight file's name, size and first and last megabyte. The `base` checker's
+    verdict cache keys on it, so another model (or a re-converted one) never reads its verdicts."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in DIGEST_TEXT_FILES:
+        path = folder / name
+        if path.is_file():
+            h.update(f"{name}\0".encode())
+            h.update(path.read_bytes())
+    for path in sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file()):
+        size = path.stat().st_size
+        h.update(f"{path.name}\0{size}\0".encode())
+        with path.open("rb") as fh:
+            h.update(fh.read(DIGEST_EDGE_BYTES))
+            fh.seek(max(size - DIGEST_EDGE_BYTES, 0))
+            h.update(fh.read(DIGEST_EDGE_BYTES))
+    return h.hexdigest()[:16]

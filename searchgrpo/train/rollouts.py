@@ -15,6 +15,12 @@ Under data parallelism every round is split across ranks (candidate i goes to ra
 the groups' flags are gathered, and every rank makes the same choice from them, so N
 processes pick the same batch as one.
 
+Groups are scored by `group_scoring.score`, which judges lazily (`grpo.lazy_judging`): a group
+whose usefulness cannot depend on the verdicts is scored without the checker, and judged here
+only if it fills the batch. The step reports the documents sent to the checker
+(`checker/requests`), those spent on groups the batch does not keep (`checker/requests_discarded`)
+and those lazy judging never sent (`checker/requests_skipped`).
+
 A step's rollout has two halves, so that the trainer can pipeline them (`train.pipeline`):
 `start_rollout` samples the first round now and hands its scoring (BM25 and the checker) to a
 thread, and `finish_rollout` waits for the scores, runs dynamic sampling's rounds and picks the
@@ -38,7 +44,7 @@ from searchgrpo.env.search_round import SearchRoundEnv, StepResult
 from searchgrpo.policy.logprobs import sampling_logprobs
 from searchgrpo.policy.sampling import Completion, generate
 from searchgrpo.train.distributed import Dist
-from searchgrpo.train.grpo import ZERO_STD_TOL
+from searchgrpo.train.group_scoring import lazy_filter_of, score, score_one, zero_variance
 from searchgrpo.train.returns import BranchReturn
 from searchgrpo.train.timing import Stopwatch
 
@@ -71,6 +77,16 @@ class ScoredGroup:
     def rewards(self) -> list[float]:
         """What the advantages are computed on: the returns under episode credit, else the rewards."""
         return [b.total for b in self.credit] if self.credit is not None else [r.reward.total for r in self.results]
+
+    @property
+    def judged(self) -> bool:
+        """The checker labelled its documents (False: deferred by lazy judging)."""
+        return all(r.judged for r in self.results)
+
+    @property
+    def documents(self) -> int:
+        """Distinct documents its K clue sets retrieved: what one checker batch of it asks for."""
+        return len({d.docid for r in self.results for d in r.docs})
 
     @property
     def same_finds(self) -> bool:
@@ -107,11 +123,6 @@ class Rollouts:
     stats: dict[str, float] = field(default_factory=dict)
     outcomes: list[tuple[str, int]] = field(default_factory=list)
     """Every rank's sampled groups as (state id, usefulness), in step order (`StatePool.observe`)."""
-
-
-def zero_variance(rewards: Sequence[float]) -> bool:
-    """The same test as `group_advantages`: the rewards' spread is below ZERO_STD_TOL."""
-    return max(rewards) - min(rewards) < ZERO_STD_TOL
 
 
 def sample(
@@ -162,13 +173,6 @@ def sample(
     return groups, old
 
 
-def score(
-    env: SearchRoundEnv, states: Sequence[SearchState], groups: Sequence[Sequence[Completion]]
-) -> list[list[StepResult]]:
-    """Each group through BM25, the checker (one deduplicated batch per group) and the reward."""
-    return [env.score_group(s, [c.text for c in grp], [c.truncated for c in grp]) for s, grp in zip(states, groups)]
-
-
 def scored_groups(
     round_no: int,
     first_index: int,
@@ -211,7 +215,7 @@ def sample_and_score(
     watch = watch or Stopwatch()
     groups, old = sample(g, policy, prompts, seeds, sampler, watch, keep_old)
     with watch.time("score"):
-        results = score(env, states, groups)
+        results = score(env, states, groups, lazy_filter_of(g))
     return scored_groups(round_no, first_index, stride, states, prompts, groups, results, old)
 
 
@@ -257,10 +261,10 @@ def start_rollout(
     prompts = [prompt_of(s) for s in picked]
     groups, old = sample(g, policy, prompts, [seed_of(s, 0) for s in picked], sampler, watch, keep_old)
     if scorer is not None:
-        results: Future | list[list[StepResult]] = scorer.submit(score, env, picked, groups)
+        results: Future | list[list[StepResult]] = scorer.submit(score, env, picked, groups, lazy_filter_of(g))
     else:
         with watch.time("score"):
-            results = score(env, picked, groups)
+            results = score(env, picked, groups, lazy_filter_of(g))
     return PendingRollout(list(states), picked, prompts, groups, old, results)
 
 
@@ -337,9 +341,19 @@ def finish_rollout(
     chosen = choose_batch(flags, target)
     for x in sampled:
         x.in_batch = x.key in chosen
+        if x.in_batch and not x.judged:  # deferred, yet it fills the batch: its rewards need verdicts
+            with watch.time("score"):
+                x.results = score_one(env, x.state, x.completions)
     sampled.sort(key=lambda x: x.key)
     batch = [x for x in sampled if x.in_batch]
     n = max(len(flags), 1)
+    requests = dist.sum(
+        [
+            sum(x.documents for x in sampled if x.judged),
+            sum(x.documents for x in sampled if x.judged and not x.in_batch),
+            sum(x.documents for x in sampled if not x.judged),
+        ]
+    )
     stats = {
         "dynamic/sampled_groups": float(len(flags)),
         "dynamic/replaced_groups": float(sum(1 for k, flag in flags.items() if flag and k not in chosen)),
@@ -347,6 +361,9 @@ def finish_rollout(
         "dynamic/frac_zero_std_sampled": sum(1 for flag in flags.values() if flag == 2) / n,
         "dynamic/frac_same_finds_sampled": sum(same_finds.values()) / n,
         "dynamic/frac_uninformative_batch": sum(1 for k in chosen if flags[k]) / max(len(chosen), 1),
+        "checker/requests": float(requests[0]),
+        "checker/requests_discarded": float(requests[1]),
+        "checker/requests_skipped": float(requests[2]),
     }
     return Rollouts(batch, sampled, target, stats, [(state_of[k], flags[k]) for k in sorted(flags)])
 

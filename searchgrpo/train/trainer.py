@@ -180,7 +180,9 @@ class Trainer:
 
         self.sampler = make_sampler(cfg, self.policy)  # grpo.sampler: local generate or a server
         self.prompts = Prompts(self.policy.tokenizer, cfg, template)
-        self.env = make_env(cfg, ds, notice=lambda text: self.sink(LogMessage("info", text)))
+        self.env = make_env(  # a `base` checker judges with the policy's base weights
+            cfg, ds, notice=lambda text: self.sink(LogMessage("info", text)), policy=self.policy
+        )
         self.radar = JudgeRadar(ds.corpus, ds.labels)
         checker = self.env.checker
         if isinstance(checker, LLMChecker):
@@ -191,6 +193,8 @@ class Trainer:
                     f"({checker.structured_output} output, prompt {PROMPT_VERSION})",
                 )
             )
+        elif cfg.checker.backend == "base":
+            self.sink(LogMessage("info", f"checker: {checker.describe()} on {self.policy.device}"))  # type: ignore[attr-defined]
         params = self.policy.trainable_parameters()
         self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
         self.scheduler = get_scheduler(
@@ -372,6 +376,7 @@ class Trainer:
             ):
                 outcome.metrics.update(self.refresh_states())
             self.last_metrics = outcome.metrics
+            self._note_missing_probs()
             self.sink(StepFinished(self.step, epoch, self.total_steps, outcome.metrics))
             drift = self.radar.started(outcome.metrics)
             if drift is not None and self._judge_drift(drift):
@@ -393,6 +398,21 @@ class Trainer:
             self.save()
         self.sink(RunFinished(self.step, reason))
         return RunSummary(self.run_dir, self.step, reason, self.last_metrics, self.last_eval)
+
+    def _note_missing_probs(self) -> None:
+        """With soft labels, say once that the checker's verdicts come without label probabilities
+        (they then count as their labels): an `llm` server without logprobs, or whose labels' first
+        tokens are not distinct."""
+        note = getattr(self.env.checker, "probs_note", "")
+        if self.cfg.reward.soft_labels and note and not getattr(self, "_probs_noted", False):
+            self._probs_noted = True
+            self.sink(
+                LogMessage(
+                    "warning",
+                    f"reward.soft_labels: some of the {self.cfg.checker.backend} checker's verdicts have no label "
+                    f"probabilities ({note}); they count as their labels",
+                )
+            )
 
     def refresh_states(self) -> dict[str, float]:
         """Replay training questions with the current adapter and train on their states from now on

@@ -3,7 +3,9 @@
 Plain data only (no tensors): every sample's clues with each clue's share of the finds, reward
 components, advantage (and under episode credit its return), the clue-text flags (cut at the
 token limit, invented numbers) and the documents with their verdicts and snippets, so the console
-can show why each clue set scored what it did.
+can show why each clue set scored what it did. A document carries the checker's label
+probabilities where it gives them; a group lazy judging never sent to the checker shows its
+documents with an empty label.
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ def group_event(
                 d.docid,
                 d.title,
                 corpus.get(d.docid).snippet(snippet_chars),
-                d.label.value,
+                d.label.value if d.label is not None else "",
                 d.reason,
                 d.new,
                 d.clue_index,
                 d.rank,
+                list(d.probs) if d.probs is not None else None,
             )
             for d in r.docs
         ]

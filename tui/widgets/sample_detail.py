@@ -1,9 +1,11 @@
 """Drill-down into one sample: its reward components (and under episode credit its return), and
 for each clue its credit (its share of the set's finds, and what the set loses without it) and the
-retrieved documents with the checker's verdict (coloured by label), reason, and whether each was
-new."""
+retrieved documents with the checker's verdict (coloured by label) and, where the checker gives
+them, its label probabilities, reason, and whether each was new."""
 
 from __future__ import annotations
+
+import math
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -12,8 +14,24 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from searchgrpo.events import SampleView
+from searchgrpo.events import DocView, SampleView
 from tui.format import LABEL_STYLE, printable
+
+PROB_NAMES = ("IMP", "REL", "IRR")
+"""Short names of IMPORTANT, RELEVANT and IRRELEVANT (Label order) beside their probabilities."""
+
+
+def verdict_cell(doc: DocView) -> Text:
+    """The label, coloured, and under it each label's probability when the verdict has them; a
+    document lazy judging never sent to the checker says so."""
+    if not doc.label:
+        return Text("not judged", style="dim italic")
+    cell = Text(printable(doc.label, one_line=True), style=LABEL_STYLE.get(doc.label, ""))
+    probs = doc.probs if isinstance(doc.probs, list) else []
+    if len(probs) == len(PROB_NAMES) and all(isinstance(p, (int, float)) and math.isfinite(p) for p in probs):
+        for name, p in zip(PROB_NAMES, probs):
+            cell.append(f"\n{name} {p:.2f}", style="dim")
+    return cell
 
 
 def clue_credit_text(share: float, marginal: float) -> Text:
@@ -78,7 +96,7 @@ def render_sample(sample: SampleView) -> RenderableType:
                 body.append(f"\n↳ {printable(d.reason)}", style="bold red" if unread else "italic")
             table.add_row(
                 str(d.rank + 1),
-                Text(printable(d.label, one_line=True), style=LABEL_STYLE.get(d.label, "")),
+                verdict_cell(d),
                 Text("new", style="bold") if d.new else Text("seen", style="dim"),
                 Text(printable(d.docid, one_line=True), no_wrap=True),
                 body,
