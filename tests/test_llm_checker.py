@@ -183,9 +183,9 @@ def test_a_restarted_server_is_retried_until_it_answers(tmp_path):
 def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, monkeypatch):
     import dataclasses
 
-    import searchgrpo.train.rollouts as rollouts
+    import searchgrpo.policy.samplers as samplers
 
-    real_generate = rollouts.generate
+    real_generate = samplers.generate
 
     def generate_real_clues(*args, **kwargs):
         # The tiny random policy writes text that often retrieves nothing; give every sample real
@@ -193,7 +193,7 @@ def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, 
         groups = real_generate(*args, **kwargs)
         return [[dataclasses.replace(c, text="founder company\nuniversity city born") for c in g] for g in groups]
 
-    monkeypatch.setattr(rollouts, "generate", generate_real_clues)
+    monkeypatch.setattr(samplers, "generate", generate_real_clues)
     server = EmbeddedServer(embedded_gguf_path(), parallel=2).start()
     cfg = tiny_config(
         tmp_path,

@@ -171,15 +171,15 @@ def test_training_survives_server_faults_and_resumes_after_an_outage(server, tmp
     """Part 1: 500s, a slow reply and torn replies between steps cost retries, no step.
     Part 2: the server goes down for good: the run stops with one line, its newest checkpoint is
     complete, and once the server is back the run resumes to the end."""
-    import searchgrpo.train.rollouts as rollouts
+    import searchgrpo.policy.samplers as samplers
 
-    real_generate = rollouts.generate
+    real_generate = samplers.generate
 
     def real_clues(*args, **kwargs):  # the tiny random policy's text rarely retrieves anything
         groups = real_generate(*args, **kwargs)
         return [[dataclasses.replace(c, text="founder company\nuniversity city born") for c in g] for g in groups]
 
-    monkeypatch.setattr(rollouts, "generate", real_clues)
+    monkeypatch.setattr(samplers, "generate", real_clues)
     cfg = tiny_config(
         tmp_path,
         "checker.backend=llm",

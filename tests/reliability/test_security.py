@@ -218,14 +218,14 @@ def test_the_api_key_never_reaches_a_file_or_the_output(tmp_path, capsys, monkey
     under the run, the eval report or the verdict cache holds it, nor does anything printed."""
     import dataclasses as dc
 
-    import searchgrpo.train.rollouts as rollouts
+    import searchgrpo.policy.samplers as samplers
 
     secret = "sk-live-SECRET-7f3a9c1e5b"
     monkeypatch.setenv("SEARCHGRPO_CHECKER_API_KEY", secret)
     monkeypatch.chdir(tmp_path)
-    real_generate = rollouts.generate
+    real_generate = samplers.generate
     monkeypatch.setattr(
-        rollouts,
+        samplers,
         "generate",
         lambda *a, **kw: [
             [dc.replace(c, text="founder company\nuniversity city born") for c in g] for g in real_generate(*a, **kw)

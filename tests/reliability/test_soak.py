@@ -44,11 +44,11 @@ def test_thirty_steps_leak_no_descriptor_and_stay_within_the_memory_bound(tmp_pa
 
 
 def test_an_http_checker_leaks_no_socket_or_thread(tmp_path, monkeypatch):
-    import searchgrpo.train.rollouts as rollouts
+    import searchgrpo.policy.samplers as samplers
 
-    real_generate = rollouts.generate
+    real_generate = samplers.generate
     monkeypatch.setattr(
-        rollouts,
+        samplers,
         "generate",
         lambda *a, **kw: [
             [dataclasses.replace(c, text="founder company\nuniversity city born") for c in g]
