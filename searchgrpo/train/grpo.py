@@ -33,6 +33,17 @@ ZERO_STD_TOL = 1e-6
 """Groups whose reward std is below this are zero-variance: their advantages are exactly 0."""
 
 
+def zero_std_groups(rewards: Tensor) -> Tensor:
+    """[G] bool: the groups of [G, K] `rewards` whose unbiased std is below ZERO_STD_TOL.
+
+    The one test of zero variance: the advantages (`group_advantages` zeroes these groups),
+    dynamic sampling (`rollouts.zero_variance` replaces them) and `reward/frac_zero_std` all ask it.
+    TRL's `frac_reward_zero_std` asks `isclose(std, 0)`, i.e. std below 1e-8; rewards here are
+    sums of weights rounded to 1e-10, so both find the same groups.
+    """
+    return rewards.to(torch.float64).std(dim=1) < ZERO_STD_TOL
+
+
 def group_advantages(
     rewards: Tensor, scale: Literal["group", "batch", "none"] = "group", eps: float = 1e-4
 ) -> tuple[Tensor, Tensor]:
@@ -53,7 +64,7 @@ def group_advantages(
     rewards = rewards.to(torch.float64)
     centred = rewards - rewards.mean(dim=1, keepdim=True)
     group_std = rewards.std(dim=1, keepdim=True)
-    zero_std = group_std.squeeze(1) < ZERO_STD_TOL
+    zero_std = zero_std_groups(rewards)
     if scale == "group":
         adv = centred / (group_std + eps)
     elif scale == "batch":

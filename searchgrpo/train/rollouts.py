@@ -31,13 +31,15 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from searchgrpo.config import GRPOConfig
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.search_round import SearchRoundEnv, StepResult
 from searchgrpo.policy.logprobs import sampling_logprobs
 from searchgrpo.policy.sampling import Completion, generate
 from searchgrpo.train.distributed import Dist
-from searchgrpo.train.grpo import ZERO_STD_TOL
+from searchgrpo.train.grpo import zero_std_groups
 from searchgrpo.train.timing import Stopwatch
 
 Refill = Callable[[int, int, set[str]], list[SearchState]]
@@ -98,8 +100,8 @@ class Rollouts:
 
 
 def zero_variance(rewards: Sequence[float]) -> bool:
-    """The same test as `group_advantages`: the rewards' spread is below ZERO_STD_TOL."""
-    return max(rewards) - min(rewards) < ZERO_STD_TOL
+    """One group's `grpo.zero_std_groups`: the test `group_advantages` zeroes a group by."""
+    return bool(zero_std_groups(torch.tensor([list(rewards)], dtype=torch.float64))[0])
 
 
 def sample(
