@@ -337,10 +337,11 @@ class TrainConfig:
     """AdamW weight decay."""
 
     lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
-    """Learning-rate schedule after warm-up."""
+    """Learning-rate schedule after warm-up: hold `lr`, or decay it to 0 linearly or on a cosine
+    by the last step (`train/schedule.py`)."""
 
     warmup_steps: int = non_negative(0)
-    """Linear warm-up steps."""
+    """Steps of linear warm-up from 0 to `lr`, before any `lr_scheduler` (constant included)."""
 
     max_grad_norm: float = positive(1.0)
     """Gradient clipping by global norm."""

@@ -356,3 +356,30 @@ def test_pending_rollouts_score_on_a_thread_as_they_would_in_line(tmp_path):
         assert all(g.old_logp is None for g in inline.batch)
     finally:
         trainer.close()
+
+
+@pytest.mark.parametrize("schedule", ["constant", "linear"])
+def test_the_schedule_warms_up_over_warmup_steps(tmp_path, schedule):
+    """`train.warmup_steps` is a linear warm-up for every `lr_scheduler`, counted in steps (each of
+    `grpo.num_iterations` optimiser updates); `constant` then holds the peak, `linear` decays to 0."""
+    cfg = tiny_config(
+        tmp_path,
+        "train.max_steps=4",
+        "train.warmup_steps=2",
+        "grpo.num_iterations=2",
+        f"train.lr_scheduler={schedule}",
+    )
+    trainer = Trainer(cfg)
+    trainer.setup()
+    try:
+        lrs = []
+        for _ in range(8):  # 4 steps x 2 updates
+            lrs.append(trainer.scheduler.get_last_lr()[0])
+            trainer.optimizer.step()
+            trainer.scheduler.step()
+    finally:
+        trainer.close()
+    peak = cfg.train.lr
+    # Warm-up over 2 steps = 4 updates: 0, 1/4, 2/4, 3/4 of the peak; then the schedule proper.
+    after = [1.0] * 4 if schedule == "constant" else [1.0, 0.75, 0.5, 0.25]
+    assert lrs == pytest.approx([peak * f for f in [0.0, 0.25, 0.5, 0.75, *after]])

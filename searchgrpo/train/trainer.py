@@ -66,6 +66,7 @@ from searchgrpo.train.distributed import Dist
 from searchgrpo.train.refresh import refresh_pool
 from searchgrpo.train.run_history import append_history, check_resume, is_free
 from searchgrpo.train.run_lock import RunLock, claim, new_run_id
+from searchgrpo.train.schedule import make_scheduler
 from searchgrpo.train.state_pool import StatePool
 from searchgrpo.train.step_runner import StepRunner
 from searchgrpo.train.views import step_events
@@ -122,7 +123,6 @@ class Trainer:
     def setup(self) -> None:
         """Check, load and claim (see the module docstring): nothing is written before the claim."""
         import torch
-        from transformers import get_scheduler
 
         from searchgrpo.policy.model import load_policy, resolve_base
         from searchgrpo.policy.preflight import check_fits_model
@@ -179,12 +179,7 @@ class Trainer:
             )
         params = self.policy.trainable_parameters()
         self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-        self.scheduler = get_scheduler(
-            cfg.train.lr_scheduler,
-            self.optimizer,
-            num_warmup_steps=cfg.train.warmup_steps * cfg.grpo.num_iterations,
-            num_training_steps=self.total_steps * cfg.grpo.num_iterations,
-        )
+        self.scheduler = make_scheduler(cfg, self.optimizer, self.total_steps)
         self.runner = StepRunner(
             cfg,
             self.policy,
