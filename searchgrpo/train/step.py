@@ -138,14 +138,14 @@ def update(
         # truncated importance weights against the sampler's.
         flat = [c for grp in batch_groups for c in grp.completions]
         correct = needs_correction(flat)
-        if batch_groups and all(grp.old_logp is not None for grp in batch_groups):
-            old = _kept_logprobs(batch_groups, batches, K, policy.device)
-        else:
-            old = (
-                _frozen_logprobs(policy, batches, g.temperature, reference=False)
-                if g.num_iterations > 1 or correct
-                else None
-            )
+        # Old log-probs, per group: kept at sampling time (a pipelined step), else the weights of
+        # now's, computed before the update where the ratio needs them to stay fixed.
+        frozen = (
+            _frozen_logprobs(policy, batches, g.temperature, reference=False)
+            if (g.num_iterations > 1 or correct) and not all(grp.old_logp is not None for grp in batch_groups)
+            else None
+        )
+        old, fresh_rows = _old_logprobs(batch_groups, batches, K, frozen, policy.device)
         tis = sampler_correction(batches, flat, old, g.tis_cap) if correct and old is not None else None
         totals = _Totals()
         params = policy.trainable_parameters()
@@ -155,9 +155,12 @@ def update(
             for b, (rows, batch) in enumerate(batches):
                 model.train()
                 logp = batch_logprobs(policy, batch, g.temperature)
+                old_b = old[b] if old is not None else logp.detach()
+                if fresh_rows is not None:  # rows of groups sampled with the weights of now: ratio 1
+                    old_b = torch.where(fresh_rows[b].unsqueeze(1), logp.detach(), old_b)
                 loss, stats = grpo_loss(
                     logp,
-                    old[b] if old is not None else logp.detach(),
+                    old_b,
                     ref[b] if ref is not None else None,
                     seq_adv[rows].to(logp.device),
                     batch.completion_mask,
@@ -218,15 +221,34 @@ def _frozen_logprobs(
     return out
 
 
-def _kept_logprobs(
-    groups: list[ScoredGroup], batches: list[tuple[list[int], Batch]], k: int, device: Any
-) -> list[torch.Tensor]:
-    """The old log-probs kept at sampling time, laid out as each micro-batch's rows."""
-    out = []
-    for rows, batch in batches:
+def _old_logprobs(
+    groups: list[ScoredGroup],
+    batches: list[tuple[list[int], Batch]],
+    k: int,
+    frozen: list[torch.Tensor] | None,
+    device: Any,
+) -> tuple[list[torch.Tensor] | None, list[torch.Tensor] | None]:
+    """(old, fresh): each micro-batch's old log-probs, per group: the group's own where it kept
+    them when it was sampled (`ScoredGroup.old_logp`), else `frozen`'s rows. Without `frozen`,
+    groups without their own take the current log-probs (ratio 1: sampled by the weights of now):
+    `fresh` then masks those [N] rows of each micro-batch; otherwise it is None, and `old` is None
+    only when no group kept any and nothing was frozen."""
+    if not any(grp.old_logp is not None for grp in groups):
+        return frozen, None
+    old, fresh = [], []
+    for b, (rows, batch) in enumerate(batches):
         width = batch.completion_mask.shape[1]
-        out.append(stack_padded([groups[r // k].old_logp for r in rows[::k]], width).to(device))
-    return out
+        owners = [groups[r // k] for r in rows[::k]]
+        kept = stack_padded(
+            [grp.old_logp if grp.old_logp is not None else torch.zeros(k, width) for grp in owners], width
+        ).to(device)
+        stored = torch.tensor([grp.old_logp is not None for grp in owners for _ in range(k)], device=device)
+        if frozen is not None:
+            kept = torch.where(stored.unsqueeze(1), kept, frozen[b])
+        old.append(kept)
+        fresh.append(~stored)
+    some_fresh = any(grp.old_logp is None for grp in groups)
+    return old, (fresh if frozen is None and some_fresh else None)
 
 
 @dataclass
