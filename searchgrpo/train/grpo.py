@@ -166,6 +166,11 @@ class LossStats:
 
     tokens: float
     kl_sum: float
+    """Sum of the k3 estimate of KL(policy || reference) per token, whatever the penalty's
+    estimator: TRL's `kl` (0 when beta == 0: no reference pass)."""
+    penalty_sum: float
+    """Sum of the KL penalty per token, `kl_per_token` with the configured estimator (what beta
+    multiplies; with `sq`, about twice the KL)."""
     clipped_low: float
     clipped_high: float
 
@@ -194,12 +199,12 @@ def grpo_loss(
     """
     surrogate = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high)
     per_token = surrogate.loss if tis_weight is None else surrogate.loss * tis_weight
-    kl = None
+    penalty = None
     if beta > 0:
         if ref_logp is None:
             raise ValueError("beta > 0 needs reference log-probs")
-        kl = kl_per_token(logp, ref_logp, kl_estimator)
-        per_token = per_token + beta * kl
+        penalty = kl_per_token(logp, ref_logp, kl_estimator)
+        per_token = per_token + beta * penalty
     loss = aggregate(
         per_token, mask, loss_type, num_sequences=num_sequences, num_tokens=num_tokens, max_new_tokens=max_new_tokens
     )
@@ -207,7 +212,8 @@ def grpo_loss(
         m = mask.to(torch.bool)
         stats = LossStats(
             tokens=float(m.sum()),
-            kl_sum=float(kl[m].sum()) if kl is not None else 0.0,
+            kl_sum=float(kl_per_token(logp, ref_logp, "k3")[m].sum()) if ref_logp is not None and beta > 0 else 0.0,
+            penalty_sum=float(penalty[m].sum()) if penalty is not None else 0.0,
             clipped_low=float(surrogate.clipped_low[m].sum()),
             clipped_high=float(surrogate.clipped_high[m].sum()),
         )

@@ -185,12 +185,22 @@ def update(
             else:  # never let a NaN or inf reach the adapter
                 optimizer.zero_grad(set_to_none=True)
                 totals.nonfinite = True
+            totals.lrs.append(float(scheduler.get_last_lr()[0]))  # the rate this update ran at
             scheduler.step()
             totals.losses.append(loss_value)
             totals.grad_norms.append(grad_norm)
 
     parts = _metric_parts(batch_groups, zero_std, K)
-    metrics = _metrics(dist.gather_json(parts), dist.sum(totals.sums()), totals, watch, scheduler, dist)
+    metrics = _metrics(
+        dist.gather_json(parts),
+        dist.sum(totals.sums()),
+        totals,
+        watch,
+        scheduler,
+        dist,
+        tokens=num_tokens * g.num_iterations,
+        kl=g.beta > 0,
+    )
     metrics.update(rollouts.stats)
     if tis is not None:  # every rank has one: the ranks share one sampler kind
         metrics.update(tis.metrics(dist, getattr(sampler, "publish_s", 0.0)))
@@ -253,22 +263,23 @@ def _old_logprobs(
 
 @dataclass
 class _Totals:
-    tokens: float = 0.0
     kl_sum: float = 0.0
+    penalty_sum: float = 0.0
     clipped_low: float = 0.0
     clipped_high: float = 0.0
     losses: list[float] = field(default_factory=list)
     grad_norms: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)
     nonfinite: bool = False
 
     def add(self, s: LossStats) -> None:
-        self.tokens += s.tokens
         self.kl_sum += s.kl_sum
+        self.penalty_sum += s.penalty_sum
         self.clipped_low += s.clipped_low
         self.clipped_high += s.clipped_high
 
     def sums(self) -> list[float]:
-        return [self.tokens, self.kl_sum, self.clipped_low, self.clipped_high, float(self.nonfinite)]
+        return [self.kl_sum, self.penalty_sum, self.clipped_low, self.clipped_high, float(self.nonfinite)]
 
 
 def _metric_parts(groups: list[ScoredGroup], zero_std: torch.Tensor, k: int) -> dict[str, Any]:
@@ -295,14 +306,21 @@ def _metrics(
     watch: Stopwatch,
     scheduler: Any,
     dist: Dist,
+    *,
+    tokens: int,
+    kl: bool,
 ) -> dict[str, float]:
+    """The step's metrics. `tokens`: the batch's completion tokens over all ranks, times the
+    updates: the denominator of the token means, as TRL's (zero-variance groups left out of the
+    forward passes at beta 0 count, unclipped). `kl`: the step has a KL term (beta > 0)."""
+
     def cat(key: str) -> list[Any]:
         return [x for p in parts for x in p[key]]
 
     rewards = torch.tensor(cat("rewards") or [0.0], dtype=torch.float64)
     n = max(len(cat("rewards")), 1)
-    tokens, kl_sum, clip_low, clip_high, nonfinite = sums
-    tokens = max(tokens, 1.0)
+    kl_sum, penalty_sum, clip_low, clip_high, nonfinite = sums
+    tokens = max(tokens, 1)
     m: dict[str, float] = {
         "reward/mean": float(rewards.mean()),
         "reward/std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
@@ -310,12 +328,11 @@ def _metrics(
         "reward/max": float(rewards.max()),
         "reward/frac_zero_std": sum(cat("zero_std")) / max(len(cat("zero_std")), 1),
         "loss/total": totals.losses[-1] if totals.losses else 0.0,
-        "loss/kl": kl_sum / tokens,
         "loss/clip_frac": (clip_low + clip_high) / tokens,
         "loss/clip_low": clip_low / tokens,
         "loss/clip_high": clip_high / tokens,
         "grad/norm": totals.grad_norms[-1] if totals.grad_norms else 0.0,
-        "train/lr": float(scheduler.get_last_lr()[0]),
+        "train/lr": totals.lrs[-1] if totals.lrs else float(scheduler.get_last_lr()[0]),
         "train/nonfinite_skipped": float(nonfinite > 0),
         "rollout/completion_tokens": sum(cat("completion_tokens")) / n,
         "rollout/truncated_frac": sum(cat("truncated")) / n,
@@ -325,6 +342,9 @@ def _metrics(
         "tokens/prompt": float(sum(p["prompt_tokens"] for p in parts)),
         "tokens/completion": float(sum(cat("completion_tokens"))),
     }
+    if kl:  # measured only with a reference pass, as TRL logs `kl` only when beta != 0
+        m["loss/kl"] = kl_sum / tokens
+        m["loss/kl_penalty"] = penalty_sum / tokens
     for name in COMPONENTS:
         m[f"reward/{name}"] = sum(x for p in parts for x in p["components"][name]) / n
     # Wall time is the slowest rank's (a rank may have phases another lacks, e.g. a refill round).
