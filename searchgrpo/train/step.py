@@ -18,7 +18,9 @@ truncated importance ratio (one hook: `sampler_correction.py`).
 
 Under data parallelism (`distributed.py`) each rank samples and trains its share of the step's
 groups: the loss denominators are global, gradients are summed across ranks before clipping, and
-metrics are computed from every rank's samples, so N processes take the same step as one.
+metrics are computed from every rank's samples, so N processes take the same step as one. A step
+with no gradient on any rank (beta 0, every group zero-variance) makes no update: AdamW's state
+stays as it was on every rank, as on one process, and the schedule advances.
 """
 
 from __future__ import annotations
@@ -177,12 +179,14 @@ def update(
                 loss.backward()
                 loss_value += float(loss.detach())
                 totals.add(stats)
-            dist.all_reduce_grads(params)
+            signal = dist.all_reduce_grads(params)
             loss_value = dist.sum([loss_value])[0]
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)) if params else 0.0
-            if math.isfinite(loss_value) and math.isfinite(grad_norm):
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)) if signal else 0.0
+            # No gradient on any rank (beta 0, every group zero-variance): no update anywhere, AdamW
+            # untouched, as on one process; the schedule still advances.
+            if signal and math.isfinite(loss_value) and math.isfinite(grad_norm):
                 optimizer.step()
-            else:  # never let a NaN or inf reach the adapter
+            elif signal:  # never let a NaN or inf reach the adapter
                 optimizer.zero_grad(set_to_none=True)
                 totals.nonfinite = True
             totals.lrs.append(float(scheduler.get_last_lr()[0]))  # the rate this update ran at
