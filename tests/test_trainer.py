@@ -383,3 +383,12 @@ def test_the_schedule_warms_up_over_warmup_steps(tmp_path, schedule):
     # Warm-up over 2 steps = 4 updates: 0, 1/4, 2/4, 3/4 of the peak; then the schedule proper.
     after = [1.0] * 4 if schedule == "constant" else [1.0, 0.75, 0.5, 0.25]
     assert lrs == pytest.approx([peak * f for f in [0.0, 0.25, 0.5, 0.75, *after]])
+
+
+def test_a_pipelined_run_trains_on_the_refreshed_states_right_after_a_refresh(tmp_path):
+    """Pipelined, step 3's samples are drawn during step 2, before the refresh that ends step 2:
+    the refresh must throw them away, so that step 3 trains on refreshed states (refresh_mix 1),
+    sampled after the refresh, as an unpipelined run does."""
+    _, _, events = run(tiny_config(tmp_path, *REFRESH, "train.pipeline=on"))
+    later = [g for g in step_groups(events, 3) if g.in_batch]
+    assert later and all("/refresh-000002/" in g.state_id for g in later), [g.state_id for g in later]

@@ -5,7 +5,8 @@ rollout (`rollouts.start_rollout` / `finish_rollout`) and the update (`step.upda
 the checker's counters of the step. Pipelined, it starts step `index + 1`'s rollout (its samples
 drawn now, its verdicts computed on a scoring thread) before step `index`'s update, so that the
 checker works while the loss runs; the next `run` finishes it. `settle()` waits for verdicts in
-flight before anything else uses the environment (an eval, a replay, a checkpoint), and `close()`
+flight before anything else uses the environment (an eval, a checkpoint); a refresh of the state
+pool `discard()`s the drawn samples, as their states come from the pool of before; `close()`
 stops the scoring thread.
 
 Off, the numbers of a run are exactly those of an unpipelined trainer; on, each step trains on
@@ -131,7 +132,8 @@ class StepRunner:
             self._pending[1].settle()
 
     def discard(self) -> None:
-        """Drop a started rollout (a stop, a resume, a changed pool), once its scoring has ended."""
+        """Drop a started rollout, once its scoring has ended: a stop, a resume, or a refresh of
+        the pool (its states were drawn from the pool of before; the next step samples afresh)."""
         self.settle()
         self._pending = None
 

@@ -370,7 +370,7 @@ class Trainer:
         """Replay training questions with the current adapter and train on their states from now on
         (`train.refresh_states_every`); returns the `refresh/*` metrics (on rank 0)."""
         assert self.dataset is not None
-        self.runner.settle()
+        self.runner.discard()  # a pipelined step's samples were drawn from the pool of before
         self.prompts.forget(self.pool.refreshed)
         return refresh_pool(
             self.cfg, self.policy, self.env, self.dataset, self.pool, self.step, self.run_dir, self.dist, self.sink
