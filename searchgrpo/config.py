@@ -393,7 +393,9 @@ class TrainConfig:
     the checker labels them while the loss runs (bounded staleness of one step: those samples'
     old log-probs are kept from when they were sampled, and the PPO ratio corrects for the update
     in between). `off`: each step samples, waits for its verdicts, then updates (the numbers of a
-    run are then those of earlier versions). On pays when the checker is a server on other hardware."""
+    run are then those of earlier versions). On pays when the checker is a server on other hardware.
+    Either way a resumed run replays an uninterrupted one (a pipelined checkpoint keeps the adapter
+    the next step's samples are drawn with); after a state refresh the next step samples afresh."""
 
     report_to: list[Literal["tensorboard", "wandb", "mlflow", "trackio"]] = field(default_factory=list)
     """Experiment trackers that also get every step's and eval's metrics (any of tensorboard,

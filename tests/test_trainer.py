@@ -392,3 +392,35 @@ def test_a_pipelined_run_trains_on_the_refreshed_states_right_after_a_refresh(tm
     _, _, events = run(tiny_config(tmp_path, *REFRESH, "train.pipeline=on"))
     later = [g for g in step_groups(events, 3) if g.in_batch]
     assert later and all("/refresh-000002/" in g.state_id for g in later), [g.state_id for g in later]
+
+
+PIPELINED_REFRESH = (*REFRESH, "train.pipeline=on", "grpo.beta=0.05")
+
+
+@pytest.fixture(scope="module")
+def pipelined_straight(tmp_path_factory):
+    """An uninterrupted pipelined run of 4 steps with a refresh after step 2."""
+    _, _, events = run(tiny_config(tmp_path_factory.mktemp("straight"), *PIPELINED_REFRESH, "train.run_name=s"))
+    return events
+
+
+def metrics_by_step(events):
+    return {
+        e.step: {k: v for k, v in e.metrics.items() if not k.startswith("time/") and k != "refresh/time_s"}
+        for e in events
+        if isinstance(e, StepFinished)
+    }
+
+
+@pytest.mark.parametrize("stop_after", [3, 2])
+def test_a_pipelined_run_resumes_bit_for_bit(tmp_path, pipelined_straight, stop_after):
+    """Stopped after step 3, the checkpoint's step 4 was to train on samples drawn before update 3
+    (with the weights of step 3): the resumed run draws them with those weights again. Stopped
+    after step 2 (the refresh step), step 3 samples afresh either way. Both equal the
+    uninterrupted run, every metric bit for bit (CPU)."""
+    cfg = tiny_config(tmp_path, *PIPELINED_REFRESH, "train.run_name=split")
+    summary, first = run_until(cfg, stop_after)
+    assert summary.reason == "stopped" and latest_checkpoint(summary.run_dir).step == stop_after
+    _, resumed, second = run(cfg, resume=True, run_dir=summary.run_dir)
+    assert resumed.step == 4
+    assert {**metrics_by_step(first), **metrics_by_step(second)} == metrics_by_step(pipelined_straight)

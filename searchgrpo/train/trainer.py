@@ -9,8 +9,9 @@ Reproducibility: every state's K samples come from a generator seeded by (train.
 state, sampling round), the torch RNG is re-seeded from (train.seed, step) at the start of every
 step, and the states of each step (`state_pool.py`: the epoch order, dynamic sampling's refills,
 on-policy states) are seeded choices. So a run resumed from a checkpoint replays exactly the
-numbers an uninterrupted run produces (on CPU, bit for bit), and N data-parallel processes sample
-the same clues as one.
+numbers an uninterrupted run produces (on CPU, bit for bit; with `train.pipeline` on too: the
+checkpoint keeps the adapter its next step's samples are drawn with, see `step_runner.py`), and
+N data-parallel processes sample the same clues as one.
 
 Data parallelism (`distributed.py`): each rank samples and trains its share of every step's
 groups; only rank 0 publishes events and writes checkpoints; stop, pause and save requests are
@@ -57,6 +58,7 @@ from searchgrpo.train.checkpoints import (
     CheckpointInfo,
     check_base_model,
     load_newest_checkpoint,
+    load_sampling_weights,
     newest_usable,
     remove_interrupted_writes,
     save_checkpoint,
@@ -216,6 +218,7 @@ class Trainer:
             else:
                 self.step = self.last_saved = info.step
                 self.last_eval = info.state.get("last_eval", {})
+                self.runner.restore_sampling_weights(info.step, load_sampling_weights(info))
                 refreshed = self.pool.load_refreshed(self.run_dir, self.step)
                 if refreshed is not None:
                     self.sink(
@@ -454,6 +457,7 @@ class Trainer:
                 "time": time.time(),
             },
             keep_last=self.cfg.train.keep_last,
+            sampling_weights=self.runner.sampling_weights(self.step),
         )
         self.last_saved = self.step
         self.dist.barrier()
