@@ -140,8 +140,8 @@ def update(
         # truncated importance weights against the sampler's.
         flat = [c for grp in batch_groups for c in grp.completions]
         correct = needs_correction(flat)
-        # Old log-probs, per group: kept at sampling time (a pipelined step), else the weights of
-        # now's, computed before the update where the ratio needs them to stay fixed.
+        # Old log-probs, per group: kept at sampling time (a pipelined step), else the current
+        # weights' (a frozen pass before the update where the ratio needs them to stay fixed).
         frozen = (
             _frozen_logprobs(policy, batches, g.temperature, reference=False)
             if (g.num_iterations > 1 or correct) and not all(grp.old_logp is not None for grp in batch_groups)
