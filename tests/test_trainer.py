@@ -424,3 +424,23 @@ def test_a_pipelined_run_resumes_bit_for_bit(tmp_path, pipelined_straight, stop_
     _, resumed, second = run(cfg, resume=True, run_dir=summary.run_dir)
     assert resumed.step == 4
     assert {**metrics_by_step(first), **metrics_by_step(second)} == metrics_by_step(pipelined_straight)
+
+
+def test_a_pipelined_run_stopped_mid_step_resumes_bit_for_bit(tmp_path, pipelined_straight):
+    """A stop asked for while step 3 runs: step 3 draws no samples for step 4 (the run is ending),
+    yet the checkpoint keeps the weights step 4's samples were to be drawn with, so the resumed run
+    still equals the uninterrupted one."""
+
+    class StopDuringStep3(Trainer):
+        def _wait_if_paused(self) -> bool:
+            go = super()._wait_if_paused()
+            if self.step == 2:  # step 3 is about to run: the stop arrives while it does
+                self.control.stop.set()
+            return go
+
+    cfg = tiny_config(tmp_path, *PIPELINED_REFRESH, "train.run_name=split")
+    events: list = []
+    summary = StopDuringStep3(cfg, sink=events.append).train()
+    assert summary.reason == "stopped" and latest_checkpoint(summary.run_dir).step == 3
+    _, _, second = run(cfg, resume=True, run_dir=summary.run_dir)
+    assert {**metrics_by_step(events), **metrics_by_step(second)} == metrics_by_step(pipelined_straight)
