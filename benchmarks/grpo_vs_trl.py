@@ -83,6 +83,12 @@ class Outcome:
     reserved_gb: float | None = None
     decode: dict[str, float] | None = None
     error: str | None = None
+    start_finite: bool | None = None
+    """The model's logits on the first prompt were finite before training (trainer_health.py)."""
+    health: list[dict[str, Any]] = field(default_factory=list)
+    """Per step (warm-up included): gradient norm and whether the update stayed finite."""
+    diagnosis: dict[str, Any] | None = None
+    """After a failure: is the adapter finite, are the logits finite with and without it."""
 
 
 # ----------------------------------------------------------------------------- shared set-up
@@ -188,6 +194,7 @@ def memory(out: Outcome, device: str) -> None:
 
 def run_ours(spec: Spec) -> Outcome:
     import torch
+    from trainer_health import adapter_finite, logits_finite
     from transformers import get_scheduler
 
     from searchgrpo.config import load_config
@@ -203,6 +210,7 @@ def run_ours(spec: Spec) -> Outcome:
     optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=spec.lr, weight_decay=0.0)
     scheduler = get_scheduler("constant", optimizer)
     out = Outcome(asdict(spec), prompt_lengths=[len(p) for p in prompts[0]])
+    out.start_finite = logits_finite(policy.model, prompts[0][0], policy.device)
     if spec.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     for i, (chunk, ids) in enumerate(zip(states, prompts)):
@@ -221,9 +229,21 @@ def run_ours(spec: Spec) -> Outcome:
             seed_of=lambda s, r, i=i: derive_seed(0, "sample", i, s.state_id),
         )
         sync(spec.device)
+        m = result.metrics
+        # Ours skips a non-finite update (the adapter stays finite): recorded, so that a broken model
+        # cannot pass for a fast one.
+        out.health.append(
+            {
+                "step": i + 1,
+                "grad_norm": m["grad/norm"],
+                "loss": m["loss/total"],
+                "skipped": bool(m["train/nonfinite_skipped"]),
+                "reward": m["reward/mean"],
+                "adapter_finite": adapter_finite(policy.model),
+            }
+        )
         if i < spec.warmup:
             continue
-        m = result.metrics
         out.step_s.append(time.perf_counter() - start)
         out.completion_tokens.append(int(m["tokens/completion"]))
         out.generate_s.append(m["time/generate"])
@@ -332,6 +352,7 @@ def run_trl(spec: Spec) -> Outcome:
     import torch
     from datasets import Dataset
     from peft import LoraConfig
+    from trainer_health import adapter_finite, diagnose, first_bad_step, grad_norm, logits_finite
     from transformers import AutoModelForCausalLM, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -402,10 +423,15 @@ def run_trl(spec: Spec) -> Outcome:
             sync(spec.device)
             marks.append(time.perf_counter())
 
+        def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            out.health.append({"step": state.global_step + 1, "grad_norm": grad_norm(trainer.model)})  # clipped
+
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             sync(spec.device)
             marks.append(time.perf_counter())
             snapshots.append((phase["generate_s"], tally["score_s"], tally["tokens"]))
+            if out.health:
+                out.health[-1]["adapter_finite"] = adapter_finite(trainer.model)
 
     per_step = spec.states * spec.k
     args = GRPOConfig(
@@ -468,7 +494,17 @@ def run_trl(spec: Spec) -> Outcome:
         return result
 
     trainer._generate_single_turn = timed_generate
-    trainer.train()
+    first_prompt = prompts[0][0]
+    out.start_finite = logits_finite(trainer.model, first_prompt, trainer.model.device)
+    try:
+        trainer.train()
+    except Exception as exc:  # kept with its diagnosis: the run's result says where the values went bad
+        import traceback
+
+        out.error = f"{type(exc).__name__}: {exc}\n" + "".join(traceback.format_exc().splitlines(True)[-12:])
+        out.diagnosis = diagnose(trainer.model, first_prompt, trainer.model.device)
+        out.diagnosis["first_nonfinite_update"] = first_bad_step(out.health)
+        return out
     previous = (0.0, 0.0, 0)
     for i, (t0, t1, snap) in enumerate(zip(marks, marks[1:], snapshots)):
         gen, score, tokens = snap[0] - previous[0], snap[1] - previous[1], snap[2] - previous[2]
@@ -521,7 +557,13 @@ def spawn(spec: Spec, log: Path | None) -> Outcome:
         return Outcome(asdict(spec), error="\n".join(proc.stdout.strip().splitlines()[-30:]))
     out = Outcome(**json.loads(result_path.read_text()))
     result_path.unlink()
-    print(f" {statistics.median(out.step_s):.2f} s/step ({time.perf_counter() - start:.0f} s)", flush=True)
+    took = time.perf_counter() - start
+    if out.error:  # the run ended early but kept what it knew (TRL: its health and a diagnosis)
+        print(f" FAILED ({took:.0f} s): {out.error.splitlines()[0][:200]}; diagnosis {out.diagnosis}", flush=True)
+        return out
+    skipped = [h["step"] for h in out.health if h.get("skipped") or h.get("adapter_finite") is False]
+    warn = f"; NON-FINITE updates at steps {skipped}" if skipped else ""
+    print(f" {statistics.median(out.step_s):.2f} s/step ({took:.0f} s){warn}", flush=True)
     return out
 
 
@@ -548,12 +590,18 @@ def summarise(outs: list[Outcome]) -> dict[str, Any]:
         else None,
         "peak_gb": max((o.peak_gb for o in ok if o.peak_gb is not None), default=None),
         "prompt_tokens": ok[0].prompt_lengths if ok else None,
+        # A time is a measurement only when the run's numbers were finite (trainer_health.py).
+        "start_finite": [o.start_finite for o in outs],
+        "nonfinite_updates": sum(
+            1 for o in outs for h in o.health if h.get("skipped") or h.get("adapter_finite") is False
+        ),
     }
     decode = [o.decode for o in ok if o.decode]
     if decode:
         row["decode"] = decode[0]
     if len(ok) < len(outs):
         row["errors"] = [o.error for o in outs if o.error]
+        row["diagnoses"] = [o.diagnosis for o in outs if o.diagnosis]
     return row
 
 
@@ -729,22 +777,24 @@ def write(path: Path, meta: dict[str, Any], results: dict[str, dict[str, list[Ou
 
 
 def metadata(preset: str, rounds: int, loads: list[Any]) -> dict[str, Any]:
+    import importlib.metadata
+
     import torch
-    import transformers
 
-    try:
-        import trl
+    def version(name: str) -> str | None:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
 
-        trl_version = trl.__version__
-    except ImportError:
-        trl_version = None
     return {
         "preset": preset,
         "rounds": rounds,
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "trl": trl_version,
+        # Every package either trainer's numbers depend on: a fresh machine resolves the unpinned ones anew.
+        **{name: version(name) for name in ("transformers", "trl", "peft", "accelerate", "datasets", "bitsandbytes")},
+        "triton": version("triton") or version("pytorch-triton"),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "load_average": loads,

@@ -383,10 +383,11 @@ class TrainConfig:
     """AdamW weight decay."""
 
     lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
-    """Learning-rate schedule after warm-up."""
+    """Learning-rate schedule after warm-up: hold `lr`, or decay it to 0 linearly or on a cosine
+    by the last step (`train/schedule.py`)."""
 
     warmup_steps: int = non_negative(0)
-    """Linear warm-up steps."""
+    """Steps of linear warm-up from 0 to `lr`, before any `lr_scheduler` (constant included)."""
 
     max_grad_norm: float = positive(1.0)
     """Gradient clipping by global norm."""
@@ -444,7 +445,9 @@ class TrainConfig:
     the checker labels them while the loss runs (bounded staleness of one step: those samples'
     old log-probs are kept from when they were sampled, and the PPO ratio corrects for the update
     in between). `off`: each step samples, waits for its verdicts, then updates (the numbers of a
-    run are then those of earlier versions). On pays when the checker is a server on other hardware."""
+    run are then those of earlier versions). On pays when the checker is a server on other hardware.
+    Either way a resumed run replays an uninterrupted one (a pipelined checkpoint keeps the adapter
+    the next step's samples are drawn with); after a state refresh the next step samples afresh."""
 
     state_sampler: Literal["epoch", "informative"] = "epoch"
     """How steps pick their states. `epoch`: a seeded permutation per epoch, and dynamic sampling's

@@ -35,6 +35,7 @@ TRACKERS = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", 
 
 TRL_NAMES = {
     "reward/mean": "reward",
+    "reward/std": "reward_std",
     "reward/frac_zero_std": "frac_reward_zero_std",
     "loss/total": "loss",
     "loss/kl": "kl",
@@ -46,14 +47,23 @@ TRL_NAMES = {
     "rollout/completion_tokens": "completions/mean_length",
     "rollout/truncated_frac": "completions/clipped_ratio",
 }
-"""searchgrpo's step metric to the name TRL's GRPOTrainer logs the same quantity under. Reward
-components become `rewards/<name>/mean` (weighted, so they add up to `reward`); `reward_std` is
-TRL's mean within-group std, computed from the step's groups (our `reward/std` is the std over
-all samples and keeps its name). TRL's `entropy` has no counterpart here."""
+"""searchgrpo's step metric to the name TRL's GRPOTrainer (trl 1.16) logs the same quantity under,
+with TRL's definition (docs/console.md has the table): `reward_std` is the std of every reward of
+the batch (TRL 1.16's `nanstd(rewards)`; earlier TRL versions logged the mean within-group std,
+which goes to `rewards/total/mean_group_std` here); `kl` is the token mean of the k3 estimate whatever
+`grpo.kl_estimator` is (the penalty beta multiplies is `kl_penalty`); the clip ratios are token
+means over every completion token of the batch. Reward components become `rewards/<name>/mean`:
+weighted, as TRL logs a reward function of weight 1 that returns the weighted component, so they
+add up to `reward`. TRL's `entropy` has no counterpart here."""
 
-OWN_NAMES = {"reward/std": "rewards/total/std", "reward/min": "rewards/total/min", "reward/max": "rewards/total/max"}
-"""Our own reward statistics, moved out of `reward/` because `reward` is a metric itself: no name
-may be the folder of another (MLflow's file store keeps each metric in a file of that path)."""
+OWN_NAMES = {
+    "reward/min": "rewards/total/min",
+    "reward/max": "rewards/total/max",
+    "loss/kl_penalty": "kl_penalty",
+}
+"""Our own metrics under names beside TRL's: reward statistics moved out of `reward/` because
+`reward` is a metric itself (no name may be the folder of another: MLflow's file store keeps each
+metric in a file of that path), and the KL penalty, which TRL does not log."""
 
 COMPONENTS = frozenset(f.name for f in dataclasses.fields(RewardConfig) if f.type in ("float", float))
 
@@ -68,7 +78,7 @@ def tracker_metrics(event: Any, groups: list[GroupScored]) -> dict[str, float]:
             trl = f"rewards/{name}/mean" if name in COMPONENTS else TRL_NAMES.get(key) or OWN_NAMES.get(key, key)
             out[f"train/{trl}"] = value
         if groups:
-            out["train/reward_std"] = sum(g.reward_std for g in groups) / len(groups)
+            out["train/rewards/total/mean_group_std"] = sum(g.reward_std for g in groups) / len(groups)
         out["train/epoch"] = float(event.epoch)
     elif isinstance(event, EvalFinished):
         out = {k if k.startswith("eval/") else f"eval/{k}": v for k, v in event.metrics.items()}

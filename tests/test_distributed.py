@@ -1,5 +1,6 @@
 """Data parallelism on CPU: 2 gloo processes take the same steps as 1 process, whether launched
-on one machine (torchrun) or as two "machines" on 127.0.0.1 (README's multi-machine recipe)."""
+on one machine (torchrun) or as two "machines" on 127.0.0.1 (README's multi-machine recipe), and
+whether a step has a gradient or not."""
 
 import math
 import os
@@ -13,7 +14,7 @@ from safetensors.torch import load_file
 
 from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import latest_checkpoint
-from tests.conftest import SETS, searchgrpo
+from tests.conftest import SETS, searchgrpo, tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
@@ -186,3 +187,88 @@ def test_two_processes_each_judging_their_own_groups_match_one(tmp_path):
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, out
     _assert_same_run(tmp_path / "a" / "runs" / "one", tmp_path / "b" / "runs" / "two")
+
+
+ZERO_VARIANCE_STEPS = ([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], [[0.5, 0.5, 0.5], [0.25, 0.25, 0.25]])
+"""The rewards of two steps' groups: one with a learning signal, then one where every group has
+zero variance (at beta 0: no gradient at all)."""
+
+
+def zero_variance_steps(out: Path) -> None:
+    """Train ZERO_VARIANCE_STEPS at beta 0 on hand-made groups, this process's share of them (one
+    process, or a rank of a torch.distributed job: WORLD_SIZE, RANK, MASTER_ADDR from the
+    environment); rank 0 writes the adapter and AdamW's step count of every weight to `out`."""
+    import torch
+    from safetensors.torch import save_file
+
+    from searchgrpo.policy.model import load_policy
+    from searchgrpo.train.distributed import Dist
+    from searchgrpo.train.rollouts import Rollouts
+    from searchgrpo.train.step import update
+    from tests.test_step_update import hand_made_groups, training
+
+    dist = Dist("cpu")
+    cfg = tiny_config(out.parent, "grpo.beta=0")
+    policy = load_policy(cfg)
+    optimizer, scheduler = training(cfg, policy)
+    for seed, rewards in enumerate(ZERO_VARIANCE_STEPS):
+        mine = dist.shard(hand_made_groups(policy, rewards, seed=seed))
+        update(cfg, policy, optimizer, scheduler, Rollouts(mine, mine, target=len(rewards)), dist=dist)
+    if dist.is_main:
+        weights = {n: p.detach().contiguous() for n, p in policy.model.named_parameters() if p.requires_grad}
+        steps = [float(state.get("step", 0)) for state in optimizer.state.values()]
+        save_file({**weights, "adamw_steps": torch.tensor(steps)}, str(out))
+    if dist.enabled:
+        import torch.distributed as td
+
+        td.destroy_process_group()
+
+
+def test_a_step_without_gradient_leaves_adamw_alone_on_every_process(tmp_path):
+    """Beta 0 and every group zero-variance: no rank has a gradient. One process leaves AdamW
+    alone (no moment decay, no step count); two processes must too, not take a momentum step on
+    zero gradients (which moved the adapter by ~0.67 lr per weight)."""
+    one = tmp_path / "one" / "out.safetensors"
+    one.parent.mkdir()
+    zero_variance_steps(one)
+    two = tmp_path / "two" / "out.safetensors"
+    two.parent.mkdir()
+    port = _free_port()
+    ranks = []
+    for rank in (0, 1):
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "WORLD_SIZE": "2",
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+        code = (
+            "import sys; from pathlib import Path; from tests.test_distributed import zero_variance_steps; "
+            "zero_variance_steps(Path(sys.argv[1]))"
+        )
+        ranks.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code, str(two)],
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    try:
+        outs = [r.communicate(timeout=300)[0] for r in ranks]
+    finally:
+        for r in ranks:
+            if r.poll() is None:
+                r.kill()
+    assert [r.returncode for r in ranks] == [0, 0], outs
+    alone, together = load_file(str(one)), load_file(str(two))
+    assert alone.pop("adamw_steps").tolist() == together.pop("adamw_steps").tolist()  # 1 update each
+    assert sorted(alone) == sorted(together)
+    assert all(float(w.abs().max()) > 1e-3 for name, w in alone.items() if "lora_B" in name)  # the first step moved B
+    for name, w in alone.items():
+        assert float((w - together[name]).abs().max()) <= 1e-5, name

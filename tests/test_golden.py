@@ -19,25 +19,26 @@ from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
 
-KEYS = ("loss/total", "grad/norm", "reward/mean", "loss/kl")
-GOLDEN = [  # re-recorded when the reward gained table_copy (a random clue of step 2 holds a '|')
+KEYS = ("loss/total", "grad/norm", "reward/mean", "loss/kl_penalty")
+GOLDEN = [  # re-recorded when the reward gained table_copy (a random clue of step 2 holds a '|');
+    # loss/kl_penalty is what loss/kl was before issue 24 (the sq penalty's mean; loss/kl is now k3)
     {
         "loss/total": 3.973643103449831e-08,
         "grad/norm": 0.3140857517719269,
         "reward/mean": -0.9733333333333333,
-        "loss/kl": 0.0,
+        "loss/kl_penalty": 0.0,
     },
     {
         "loss/total": 0.0006532371044158936,
         "grad/norm": 0.3837902545928955,
         "reward/mean": -0.8300000000000001,
-        "loss/kl": 0.016331013705995347,
+        "loss/kl_penalty": 0.016331013705995347,
     },
     {
         "loss/total": 0.00026106834411621094,
         "grad/norm": 0.22521363198757172,
         "reward/mean": -0.6983333333333334,
-        "loss/kl": 0.006527181714773178,
+        "loss/kl_penalty": 0.006527181714773178,
     },
 ]
 

@@ -139,7 +139,9 @@ def test_grpo_loss_at_ratio_one_is_minus_mean_advantage_plus_kl():
     )
     # pg: seq1 -1, seq2 +1 -> mean 0; kl: seq1 tokens (0.25, 0) -> 0.125 mean, seq2 0 -> mean over seqs 0.0625
     assert loss.item() == pytest.approx(0.1 * 0.0625)
-    assert stats.tokens == 4 and stats.kl_sum == pytest.approx(0.25)
+    # The penalty is the sq estimator's d^2 = 0.25; the KL reported is k3's exp(d) - d - 1 (d = -0.5).
+    assert stats.tokens == 4 and stats.penalty_sum == pytest.approx(0.25)
+    assert stats.kl_sum == pytest.approx(math.exp(-0.5) + 0.5 - 1)
     loss.backward()
     # Gradient descent raises log-probs of the positive-advantage sequence.
     assert (logp.grad[0] < 0).all() and (logp.grad[1] > 0).all()
@@ -202,3 +204,23 @@ def test_selective_log_softmax_matches_log_softmax():
     tokens = torch.randint(0, 11, (2, 3))
     expected = torch.log_softmax(logits, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     assert torch.allclose(selective_log_softmax(logits, tokens), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "rewards",
+    [
+        [0.0] * 7 + [2e-6],  # spread 2e-6 (above the tolerance), std 7.1e-7 (below it)
+        [0.0, 0.0, 0.0, 0.0],
+        [0.5, 0.5 + 5e-7, 0.5, 0.5],
+        [0.0, 1e-3, 0.0],
+        [0.0] * 15 + [3.9e-6],
+    ],
+)
+def test_dynamic_sampling_and_the_advantages_share_one_zero_variance_test(rewards):
+    """A group that dynamic sampling keeps as informative must not get all-zero advantages, and the
+    other way round: both ask `grpo.zero_std_groups`."""
+    from searchgrpo.train.rollouts import zero_variance
+
+    adv, zero_std = group_advantages(torch.tensor([rewards], dtype=torch.float64))
+    assert zero_variance(rewards) == bool(zero_std[0])
+    assert bool(zero_std[0]) == bool((adv == 0).all())

@@ -55,10 +55,18 @@ def test_metric_names_follow_trl():
     for ours, trl in mapped:
         assert m[f"train/{trl}"] == finished.metrics[ours]
     assert m["train/rewards/new_important/mean"] == finished.metrics["reward/new_important"]
-    assert m["train/reward_std"] == pytest.approx(sum(g.reward_std for g in groups) / len(groups))
-    assert m["train/rewards/total/std"] == finished.metrics["reward/std"]  # ours: the std over all samples
+    # TRL 1.16's reward_std is the std of every reward of the batch: our reward/std.
+    assert m["train/reward_std"] == finished.metrics["reward/std"]
+    assert m["train/rewards/total/mean_group_std"] == pytest.approx(sum(g.reward_std for g in groups) / len(groups))
     assert "train/reward/mean" not in m and m["train/time/step"] == 10.0
     assert not [k for k in m if any(other.startswith(k + "/") for other in m)]  # no name is another's folder
+
+
+def test_the_kl_penalty_is_logged_beside_trls_kl():
+    *groups, finished = step_events(1, total=4)
+    finished.metrics.update({"loss/kl": 0.01, "loss/kl_penalty": 0.02})
+    m = tracker_metrics(finished, groups)
+    assert m["train/kl"] == 0.01 and m["train/kl_penalty"] == 0.02
 
 
 def test_a_new_metric_never_becomes_the_folder_of_another():

@@ -356,3 +356,91 @@ def test_pending_rollouts_score_on_a_thread_as_they_would_in_line(tmp_path):
         assert all(g.old_logp is None for g in inline.batch)
     finally:
         trainer.close()
+
+
+@pytest.mark.parametrize("schedule", ["constant", "linear"])
+def test_the_schedule_warms_up_over_warmup_steps(tmp_path, schedule):
+    """`train.warmup_steps` is a linear warm-up for every `lr_scheduler`, counted in steps (each of
+    `grpo.num_iterations` optimiser updates); `constant` then holds the peak, `linear` decays to 0."""
+    cfg = tiny_config(
+        tmp_path,
+        "train.max_steps=4",
+        "train.warmup_steps=2",
+        "grpo.num_iterations=2",
+        f"train.lr_scheduler={schedule}",
+    )
+    trainer = Trainer(cfg)
+    trainer.setup()
+    try:
+        lrs = []
+        for _ in range(8):  # 4 steps x 2 updates
+            lrs.append(trainer.scheduler.get_last_lr()[0])
+            trainer.optimizer.step()
+            trainer.scheduler.step()
+    finally:
+        trainer.close()
+    peak = cfg.train.lr
+    # Warm-up over 2 steps = 4 updates: 0, 1/4, 2/4, 3/4 of the peak; then the schedule proper.
+    after = [1.0] * 4 if schedule == "constant" else [1.0, 0.75, 0.5, 0.25]
+    assert lrs == pytest.approx([peak * f for f in [0.0, 0.25, 0.5, 0.75, *after]])
+
+
+def test_a_pipelined_run_trains_on_the_refreshed_states_right_after_a_refresh(tmp_path):
+    """Pipelined, step 3's samples are drawn during step 2, before the refresh that ends step 2:
+    the refresh must throw them away, so that step 3 trains on refreshed states (refresh_mix 1),
+    sampled after the refresh, as an unpipelined run does."""
+    _, _, events = run(tiny_config(tmp_path, *REFRESH, "train.pipeline=on"))
+    later = [g for g in step_groups(events, 3) if g.in_batch]
+    assert later and all("/refresh-000002/" in g.state_id for g in later), [g.state_id for g in later]
+
+
+PIPELINED_REFRESH = (*REFRESH, "train.pipeline=on", "grpo.beta=0.05")
+
+
+@pytest.fixture(scope="module")
+def pipelined_straight(tmp_path_factory):
+    """An uninterrupted pipelined run of 4 steps with a refresh after step 2."""
+    _, _, events = run(tiny_config(tmp_path_factory.mktemp("straight"), *PIPELINED_REFRESH, "train.run_name=s"))
+    return events
+
+
+def metrics_by_step(events):
+    return {
+        e.step: {k: v for k, v in e.metrics.items() if not k.startswith("time/") and k != "refresh/time_s"}
+        for e in events
+        if isinstance(e, StepFinished)
+    }
+
+
+@pytest.mark.parametrize("stop_after", [3, 2])
+def test_a_pipelined_run_resumes_bit_for_bit(tmp_path, pipelined_straight, stop_after):
+    """Stopped after step 3, the checkpoint's step 4 was to train on samples drawn before update 3
+    (with the weights of step 3): the resumed run draws them with those weights again. Stopped
+    after step 2 (the refresh step), step 3 samples afresh either way. Both equal the
+    uninterrupted run, every metric bit for bit (CPU)."""
+    cfg = tiny_config(tmp_path, *PIPELINED_REFRESH, "train.run_name=split")
+    summary, first = run_until(cfg, stop_after)
+    assert summary.reason == "stopped" and latest_checkpoint(summary.run_dir).step == stop_after
+    _, resumed, second = run(cfg, resume=True, run_dir=summary.run_dir)
+    assert resumed.step == 4
+    assert {**metrics_by_step(first), **metrics_by_step(second)} == metrics_by_step(pipelined_straight)
+
+
+def test_a_pipelined_run_stopped_mid_step_resumes_bit_for_bit(tmp_path, pipelined_straight):
+    """A stop asked for while step 3 runs: step 3 draws no samples for step 4 (the run is ending),
+    yet the checkpoint keeps the weights step 4's samples were to be drawn with, so the resumed run
+    still equals the uninterrupted one."""
+
+    class StopDuringStep3(Trainer):
+        def _wait_if_paused(self) -> bool:
+            go = super()._wait_if_paused()
+            if self.step == 2:  # step 3 is about to run: the stop arrives while it does
+                self.control.stop.set()
+            return go
+
+    cfg = tiny_config(tmp_path, *PIPELINED_REFRESH, "train.run_name=split")
+    events: list = []
+    summary = StopDuringStep3(cfg, sink=events.append).train()
+    assert summary.reason == "stopped" and latest_checkpoint(summary.run_dir).step == 3
+    _, _, second = run(cfg, resume=True, run_dir=summary.run_dir)
+    assert {**metrics_by_step(events), **metrics_by_step(second)} == metrics_by_step(pipelined_straight)

@@ -6,6 +6,8 @@
         optimizer.pt, scheduler.pt          torch state dicts, loaded with weights_only=True
         rng.safetensors                     torch CPU (and CUDA) RNG states
         trainer_state.json                  step, epoch, run id, base model, metric history
+        sampling_weights.safetensors        (pipelined runs) the adapter the next step's samples
+                                            are drawn with: the weights before the last update
 
 A checkpoint folder is filled under a temporary name and renamed when complete, so a crash
 (SIGKILL, a full disk) never leaves a folder named `step-*` that is incomplete; old checkpoints are
@@ -38,6 +40,7 @@ from searchgrpo.fileio import TMP_MARK, atomic_dir, remove_stale_temporaries
 CHECKPOINT_DIR = "checkpoints"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 STATE_FILE = "trainer_state.json"
+SAMPLING_WEIGHTS = "sampling_weights.safetensors"
 FORMAT_VERSION = 1
 
 
@@ -65,8 +68,11 @@ def save_checkpoint(
     scheduler: Any,
     trainer_state: dict[str, Any],
     keep_last: int,
+    sampling_weights: dict[str, Any] | None = None,
 ) -> Path:
-    """Write checkpoint `step` atomically, then delete all but the newest `keep_last`."""
+    """Write checkpoint `step` atomically, then delete all but the newest `keep_last`.
+    `sampling_weights`: the adapter the next step's samples are drawn with, where it is not the
+    current one (`StepRunner.sampling_weights`)."""
     import torch
     from safetensors.torch import save_file
 
@@ -93,6 +99,8 @@ def save_checkpoint(
                     for i, state in enumerate(torch.cuda.get_rng_state_all()):
                         rng[f"torch_cuda_{i}"] = state
                 save_file(rng, str(tmp / "rng.safetensors"))
+                if sampling_weights is not None:
+                    save_file({k: v.contiguous() for k, v in sampling_weights.items()}, str(tmp / SAMPLING_WEIGHTS))
                 state = dict(trainer_state, step=step, format_version=FORMAT_VERSION)
                 (tmp / STATE_FILE).write_text(json.dumps(state, indent=2))
             except Exception:
@@ -282,6 +290,20 @@ def load_training_state(info: CheckpointInfo, *, model: Any, optimizer: Any, sch
         cuda = [rng[k] for k in sorted(rng) if k.startswith("torch_cuda_")]
         if len(cuda) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all(cuda)
+
+
+def load_sampling_weights(info: CheckpointInfo) -> dict[str, Any] | None:
+    """The checkpoint's `sampling_weights` (None when it has none: the next step samples with the
+    checkpoint's adapter)."""
+    from safetensors.torch import load_file
+
+    path = info.path / SAMPLING_WEIGHTS
+    if not path.is_file():
+        return None
+    try:
+        return load_file(str(path))
+    except Exception as exc:
+        raise UserError(f"{path}: could not be loaded ({one_line(f'{type(exc).__name__}: {exc}', 300)})") from None
 
 
 def check_base_model(info: CheckpointInfo, base_model: str) -> None:

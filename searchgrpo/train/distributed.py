@@ -7,7 +7,8 @@ on GPUs, gloo on CPUs). GRPO needs only a few collectives, all here:
 
 - each rank takes every `world`-th state of a step, so a group never spans ranks;
 - each rank's loss is its share of the global loss (global denominators), so summing the
-  gradients across ranks (`all_reduce_grads`) gives exactly the one-process gradient;
+  gradients across ranks (`all_reduce_grads`) gives exactly the one-process gradient, and a
+  weight without a gradient on any rank keeps none (a step without signal moves nothing);
 - metrics and events are gathered as JSON (no pickle) and only rank 0 writes files.
 """
 
@@ -73,21 +74,28 @@ class Dist:
         if self.is_main:
             self.barrier()
 
-    def all_reduce_grads(self, params: Sequence[Any]) -> None:
-        """Sum gradients over ranks, in one flat buffer."""
-        if not self.enabled:
-            return
+    def all_reduce_grads(self, params: Sequence[Any]) -> bool:
+        """Sum gradients over ranks, in one flat buffer; whether any weight now has a gradient.
+
+        A weight that no rank has a gradient for keeps `grad` None on every rank, as one process
+        leaves it: AdamW then leaves it alone (no moment decay, no step count) everywhere, where
+        zeros would make it take a momentum step on N processes only."""
+        has = [p.grad is not None for p in params]
+        if not self.enabled or not params:
+            return any(has)
         import torch
         import torch.distributed as td
 
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        flat = torch.cat([g.reshape(-1).float() for g in grads])
+        flags = torch.tensor(has, dtype=torch.float32, device=grads[0].device)  # summed: ranks with a gradient
+        flat = torch.cat([*(g.reshape(-1).float() for g in grads), flags])
         td.all_reduce(flat)
         offset = 0
-        for p, g in zip(params, grads):
+        for p, g, had in zip(params, grads, flat[-len(params) :].tolist()):
             n = g.numel()
-            p.grad = flat[offset : offset + n].view_as(g).to(g.dtype)
+            p.grad = flat[offset : offset + n].view_as(g).to(g.dtype) if had > 0 else None
             offset += n
+        return any(p.grad is not None for p in params)
 
     def sum(self, values: Sequence[float]) -> list[float]:
         """Element-wise sums over ranks."""

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
+
 from searchgrpo.config import GRPOConfig
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.search_round import SearchRoundEnv, StepResult
 from searchgrpo.policy.sampling import Completion
-from searchgrpo.train.grpo import ZERO_STD_TOL
+from searchgrpo.train.grpo import zero_std_groups
 
 
 def zero_variance(rewards: Sequence[float]) -> bool:
-    """The same test as `group_advantages`: the rewards' spread is below ZERO_STD_TOL."""
-    return max(rewards) - min(rewards) < ZERO_STD_TOL
+    """One group's `grpo.zero_std_groups`: the test `group_advantages` zeroes a group by."""
+    return bool(zero_std_groups(torch.tensor([list(rewards)], dtype=torch.float64))[0])
 
 
 def score(

@@ -33,6 +33,17 @@ ZERO_STD_TOL = 1e-6
 """Groups whose reward std is below this are zero-variance: their advantages are exactly 0."""
 
 
+def zero_std_groups(rewards: Tensor) -> Tensor:
+    """[G] bool: the groups of [G, K] `rewards` whose unbiased std is below ZERO_STD_TOL.
+
+    The one test of zero variance: the advantages (`group_advantages` zeroes these groups),
+    dynamic sampling (`rollouts.zero_variance` replaces them) and `reward/frac_zero_std` all ask it.
+    TRL's `frac_reward_zero_std` asks `isclose(std, 0)`, i.e. std below 1e-8; rewards here are
+    sums of weights rounded to 1e-10, so both find the same groups.
+    """
+    return rewards.to(torch.float64).std(dim=1) < ZERO_STD_TOL
+
+
 def group_advantages(
     rewards: Tensor, scale: Literal["group", "batch", "none"] = "group", eps: float = 1e-4
 ) -> tuple[Tensor, Tensor]:
@@ -53,7 +64,7 @@ def group_advantages(
     rewards = rewards.to(torch.float64)
     centred = rewards - rewards.mean(dim=1, keepdim=True)
     group_std = rewards.std(dim=1, keepdim=True)
-    zero_std = group_std.squeeze(1) < ZERO_STD_TOL
+    zero_std = zero_std_groups(rewards)
     if scale == "group":
         adv = centred / (group_std + eps)
     elif scale == "batch":
@@ -155,6 +166,11 @@ class LossStats:
 
     tokens: float
     kl_sum: float
+    """Sum of the k3 estimate of KL(policy || reference) per token, whatever the penalty's
+    estimator: TRL's `kl` (0 when beta == 0: no reference pass)."""
+    penalty_sum: float
+    """Sum of the KL penalty per token, `kl_per_token` with the configured estimator (what beta
+    multiplies; with `sq`, about twice the KL)."""
     clipped_low: float
     clipped_high: float
 
@@ -183,12 +199,12 @@ def grpo_loss(
     """
     surrogate = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high)
     per_token = surrogate.loss if tis_weight is None else surrogate.loss * tis_weight
-    kl = None
+    penalty = None
     if beta > 0:
         if ref_logp is None:
             raise ValueError("beta > 0 needs reference log-probs")
-        kl = kl_per_token(logp, ref_logp, kl_estimator)
-        per_token = per_token + beta * kl
+        penalty = kl_per_token(logp, ref_logp, kl_estimator)
+        per_token = per_token + beta * penalty
     loss = aggregate(
         per_token, mask, loss_type, num_sequences=num_sequences, num_tokens=num_tokens, max_new_tokens=max_new_tokens
     )
@@ -196,7 +212,8 @@ def grpo_loss(
         m = mask.to(torch.bool)
         stats = LossStats(
             tokens=float(m.sum()),
-            kl_sum=float(kl[m].sum()) if kl is not None else 0.0,
+            kl_sum=float(kl_per_token(logp, ref_logp, "k3")[m].sum()) if ref_logp is not None and beta > 0 else 0.0,
+            penalty_sum=float(penalty[m].sum()) if penalty is not None else 0.0,
             clipped_low=float(surrogate.clipped_low[m].sum()),
             clipped_high=float(surrogate.clipped_high[m].sum()),
         )

@@ -22,7 +22,9 @@ truncated importance ratio (one hook: `sampler_correction.py`).
 
 Under data parallelism (`distributed.py`) each rank samples and trains its share of the step's
 groups: the loss denominators are global, gradients are summed across ranks before clipping, and
-metrics are computed from every rank's samples, so N processes take the same step as one.
+metrics are computed from every rank's samples, so N processes take the same step as one. A step
+with no gradient on any rank (beta 0, every group zero-variance) makes no update: AdamW's state
+stays as it was on every rank, as on one process, and the schedule advances.
 """
 
 from __future__ import annotations
@@ -148,14 +150,14 @@ def update(
         # truncated importance weights against the sampler's.
         flat = [c for grp in batch_groups for c in grp.completions]
         correct = needs_correction(flat)
-        if batch_groups and all(grp.old_logp is not None for grp in batch_groups):
-            old = _kept_logprobs(batch_groups, batches, K, policy.device)
-        else:
-            old = (
-                _frozen_logprobs(policy, batches, g.temperature, reference=False)
-                if g.num_iterations > 1 or correct
-                else None
-            )
+        # Old log-probs, per group: kept at sampling time (a pipelined step), else the current
+        # weights' (a frozen pass before the update where the ratio needs them to stay fixed).
+        frozen = (
+            _frozen_logprobs(policy, batches, g.temperature, reference=False)
+            if (g.num_iterations > 1 or correct) and not all(grp.old_logp is not None for grp in batch_groups)
+            else None
+        )
+        old, fresh_rows = _old_logprobs(batch_groups, batches, K, frozen, policy.device)
         tis = sampler_correction(batches, flat, old, g.tis_cap) if correct and old is not None else None
         totals = _Totals()
         params = policy.trainable_parameters()
@@ -165,9 +167,12 @@ def update(
             for b, (rows, batch) in enumerate(batches):
                 model.train()
                 logp = batch_logprobs(policy, batch, g.temperature)
+                old_b = old[b] if old is not None else logp.detach()
+                if fresh_rows is not None:  # rows of groups sampled with the weights of now: ratio 1
+                    old_b = torch.where(fresh_rows[b].unsqueeze(1), logp.detach(), old_b)
                 loss, stats = grpo_loss(
                     logp,
-                    old[b] if old is not None else logp.detach(),
+                    old_b,
                     ref[b] if ref is not None else None,
                     row_advantages(seq_adv, rows, clue_w, logp.shape[1]).to(logp.device),
                     batch.completion_mask,
@@ -184,20 +189,32 @@ def update(
                 loss.backward()
                 loss_value += float(loss.detach())
                 totals.add(stats)
-            dist.all_reduce_grads(params)
+            signal = dist.all_reduce_grads(params)
             loss_value = dist.sum([loss_value])[0]
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)) if params else 0.0
-            if math.isfinite(loss_value) and math.isfinite(grad_norm):
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)) if signal else 0.0
+            # No gradient on any rank (beta 0, every group zero-variance): no update anywhere, AdamW
+            # untouched, as on one process; the schedule still advances.
+            if signal and math.isfinite(loss_value) and math.isfinite(grad_norm):
                 optimizer.step()
-            else:  # never let a NaN or inf reach the adapter
+            elif signal:  # never let a NaN or inf reach the adapter
                 optimizer.zero_grad(set_to_none=True)
                 totals.nonfinite = True
+            totals.lrs.append(float(scheduler.get_last_lr()[0]))  # the rate this update ran at
             scheduler.step()
             totals.losses.append(loss_value)
             totals.grad_norms.append(grad_norm)
 
     parts = _metric_parts(batch_groups, zero_std, K)
-    metrics = _metrics(dist.gather_json(parts), dist.sum(totals.sums()), totals, watch, scheduler, dist)
+    metrics = _metrics(
+        dist.gather_json(parts),
+        dist.sum(totals.sums()),
+        totals,
+        watch,
+        scheduler,
+        dist,
+        tokens=num_tokens * g.num_iterations,
+        kl=g.beta > 0,
+    )
     metrics.update(rollouts.stats)
     if tis is not None:  # every rank has one: the ranks share one sampler kind
         metrics.update(tis.metrics(dist, getattr(sampler, "publish_s", 0.0)))
@@ -228,35 +245,55 @@ def _frozen_logprobs(
     return out
 
 
-def _kept_logprobs(
-    groups: list[ScoredGroup], batches: list[tuple[list[int], Batch]], k: int, device: Any
-) -> list[torch.Tensor]:
-    """The old log-probs kept at sampling time, laid out as each micro-batch's rows."""
-    out = []
-    for rows, batch in batches:
+def _old_logprobs(
+    groups: list[ScoredGroup],
+    batches: list[tuple[list[int], Batch]],
+    k: int,
+    frozen: list[torch.Tensor] | None,
+    device: Any,
+) -> tuple[list[torch.Tensor] | None, list[torch.Tensor] | None]:
+    """(old, fresh): each micro-batch's old log-probs, per group: the group's own where it kept
+    them when it was sampled (`ScoredGroup.old_logp`), else `frozen`'s rows. Without `frozen`,
+    groups without their own take the current log-probs (ratio 1: sampled by the weights of now):
+    `fresh` then masks those [N] rows of each micro-batch; otherwise it is None, and `old` is None
+    only when no group kept any and nothing was frozen."""
+    if not any(grp.old_logp is not None for grp in groups):
+        return frozen, None
+    old, fresh = [], []
+    for b, (rows, batch) in enumerate(batches):
         width = batch.completion_mask.shape[1]
-        out.append(stack_padded([groups[r // k].old_logp for r in rows[::k]], width).to(device))
-    return out
+        owners = [groups[r // k] for r in rows[::k]]
+        kept = stack_padded(
+            [grp.old_logp if grp.old_logp is not None else torch.zeros(k, width) for grp in owners], width
+        ).to(device)
+        stored = torch.tensor([grp.old_logp is not None for grp in owners for _ in range(k)], device=device)
+        if frozen is not None:
+            kept = torch.where(stored.unsqueeze(1), kept, frozen[b])
+        old.append(kept)
+        fresh.append(~stored)
+    some_fresh = any(grp.old_logp is None for grp in groups)
+    return old, (fresh if frozen is None and some_fresh else None)
 
 
 @dataclass
 class _Totals:
-    tokens: float = 0.0
     kl_sum: float = 0.0
+    penalty_sum: float = 0.0
     clipped_low: float = 0.0
     clipped_high: float = 0.0
     losses: list[float] = field(default_factory=list)
     grad_norms: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)
     nonfinite: bool = False
 
     def add(self, s: LossStats) -> None:
-        self.tokens += s.tokens
         self.kl_sum += s.kl_sum
+        self.penalty_sum += s.penalty_sum
         self.clipped_low += s.clipped_low
         self.clipped_high += s.clipped_high
 
     def sums(self) -> list[float]:
-        return [self.tokens, self.kl_sum, self.clipped_low, self.clipped_high, float(self.nonfinite)]
+        return [self.kl_sum, self.penalty_sum, self.clipped_low, self.clipped_high, float(self.nonfinite)]
 
 
 def _metric_parts(groups: list[ScoredGroup], zero_std: torch.Tensor, k: int) -> dict[str, Any]:
@@ -283,14 +320,21 @@ def _metrics(
     watch: Stopwatch,
     scheduler: Any,
     dist: Dist,
+    *,
+    tokens: int,
+    kl: bool,
 ) -> dict[str, float]:
+    """The step's metrics. `tokens`: the batch's completion tokens over all ranks, times the
+    updates: the denominator of the token means, as TRL's (zero-variance groups left out of the
+    forward passes at beta 0 count, unclipped). `kl`: the step has a KL term (beta > 0)."""
+
     def cat(key: str) -> list[Any]:
         return [x for p in parts for x in p[key]]
 
     rewards = torch.tensor(cat("rewards") or [0.0], dtype=torch.float64)
     n = max(len(cat("rewards")), 1)
-    tokens, kl_sum, clip_low, clip_high, nonfinite = sums
-    tokens = max(tokens, 1.0)
+    kl_sum, penalty_sum, clip_low, clip_high, nonfinite = sums
+    tokens = max(tokens, 1)
     m: dict[str, float] = {
         "reward/mean": float(rewards.mean()),
         "reward/std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
@@ -298,12 +342,11 @@ def _metrics(
         "reward/max": float(rewards.max()),
         "reward/frac_zero_std": sum(cat("zero_std")) / max(len(cat("zero_std")), 1),
         "loss/total": totals.losses[-1] if totals.losses else 0.0,
-        "loss/kl": kl_sum / tokens,
         "loss/clip_frac": (clip_low + clip_high) / tokens,
         "loss/clip_low": clip_low / tokens,
         "loss/clip_high": clip_high / tokens,
         "grad/norm": totals.grad_norms[-1] if totals.grad_norms else 0.0,
-        "train/lr": float(scheduler.get_last_lr()[0]),
+        "train/lr": totals.lrs[-1] if totals.lrs else float(scheduler.get_last_lr()[0]),
         "train/nonfinite_skipped": float(nonfinite > 0),
         "rollout/completion_tokens": sum(cat("completion_tokens")) / n,
         "rollout/truncated_frac": sum(cat("truncated")) / n,
@@ -313,6 +356,9 @@ def _metrics(
         "tokens/prompt": float(sum(p["prompt_tokens"] for p in parts)),
         "tokens/completion": float(sum(cat("completion_tokens"))),
     }
+    if kl:  # measured only with a reference pass, as TRL logs `kl` only when beta != 0
+        m["loss/kl"] = kl_sum / tokens
+        m["loss/kl_penalty"] = penalty_sum / tokens
     for name in COMPONENTS:
         m[f"reward/{name}"] = sum(x for p in parts for x in p["components"][name]) / n
     # Wall time is the slowest rank's (a rank may have phases another lacks, e.g. a refill round).

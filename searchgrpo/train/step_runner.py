@@ -6,7 +6,8 @@ the checker's counters of the step and, given a `JudgeRadar`, the hack radar's m
 documents the step's groups retrieved. Pipelined, it starts step `index + 1`'s rollout (its samples
 drawn now, its verdicts computed on a scoring thread) before step `index`'s update, so that the
 checker works while the loss runs; the next `run` finishes it. `settle()` waits for verdicts in
-flight before anything else uses the environment (an eval, a replay, a checkpoint), and `close()`
+flight before anything else uses the environment (an eval, a checkpoint); a refresh of the state
+pool `discard()`s the drawn samples, as their states come from the pool of before; `close()`
 stops the scoring thread.
 
 With episode credit (`grpo.credit: episode`) the runner pays every sampling round's groups their
@@ -16,12 +17,18 @@ rollout the pool learns what each sampled state taught (`StatePool.observe`), be
 step's states are drawn.
 
 Off, the numbers of a run are exactly those of an unpipelined trainer; on, each step trains on
-samples drawn one update earlier (their old log-probs kept from then), so they differ, and a
-resumed run starts its first step afresh.
+samples drawn one update earlier (their old log-probs kept from then), so they differ. A resumed
+pipelined run still replays the uninterrupted run's numbers: before each update the runner keeps
+a copy of the adapter that the next step's samples are drawn with (`sampling_weights`, written in
+the checkpoint), and a resumed run draws its first step's samples with that copy, as the
+uninterrupted run drew them one update earlier. After a refresh of the state pool the next step
+samples afresh with the current weights (`discard`), resumed or not.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -63,6 +70,9 @@ class StepRunner:
         self._scorer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scorer") if self.pipelined else None
         self._pending: tuple[int, PendingRollout] | None = None
         self.credit = EpisodeCredit(cfg, policy, env) if cfg.grpo.credit == "episode" else None
+        self._sampling: tuple[int, list[Any]] | None = None
+        """(step index, adapter weights): the weights that step's samples are drawn with, when they
+        are not the current ones (pipelined: the weights before the previous update)."""
 
     def _seed_of(self, index: int) -> Any:
         seed = self.cfg.train.seed
@@ -101,8 +111,12 @@ class StepRunner:
         if self._pending is not None and self._pending[0] == index:
             pending = self._pending[1]
         else:
+            sampling = self._sampling[1] if self._sampling is not None and self._sampling[0] == index else None
             self.discard()
-            pending = self._start(index, watch)
+            with self._weights(sampling):  # resumed pipelined: the weights the samples predate an update of
+                pending = self._start(index, watch)
+            if sampling is not None:  # as if drawn in the step before: the torch RNG as this step starts
+                torch.manual_seed(derive_seed(cfg.train.seed, "step", index))
         self._pending = None
         rollouts = finish_rollout(
             pending,
@@ -119,8 +133,10 @@ class StepRunner:
             credit=self._credit_hook(watch),
         )
         self.pool.observe(index, rollouts.outcomes)  # before the next step's states are drawn
-        if self.pipelined and next_wanted and index + 1 < self.total_steps:
-            self._pending = (index + 1, self._start(index + 1, watch))  # its verdicts come while the loss runs
+        if self.pipelined and index + 1 < self.total_steps:
+            self._sampling = (index + 1, [p.detach().clone() for p in self.policy.trainable_parameters()])
+            if next_wanted:
+                self._pending = (index + 1, self._start(index + 1, watch))  # its verdicts come while the loss runs
         outcome = update(
             cfg,
             self.policy,
@@ -160,9 +176,49 @@ class StepRunner:
             self._pending[1].settle()
 
     def discard(self) -> None:
-        """Drop a started rollout (a stop, a resume, a changed pool), once its scoring has ended."""
+        """Drop a started rollout, once its scoring has ended: a stop, a resume, or a refresh of
+        the pool (its states were drawn from the pool of before; the next step samples afresh,
+        with the current weights)."""
         self.settle()
         self._pending = None
+        self._sampling = None
+
+    def sampling_weights(self, index: int) -> dict[str, Any] | None:
+        """The adapter weights step `index`'s samples are drawn with, by parameter name, when they
+        are not the current ones (for the checkpoint written before step `index`)."""
+        if self._sampling is None or self._sampling[0] != index:
+            return None
+        names = [name for name, p in self.policy.model.named_parameters() if p.requires_grad]
+        return {name: w.cpu() for name, w in zip(names, self._sampling[1])}
+
+    def restore_sampling_weights(self, index: int, weights: dict[str, Any] | None) -> None:
+        """On resume at step `index`: the checkpoint's `sampling_weights` (None: sample with the
+        current weights)."""
+        if weights is None or not self.pipelined:
+            self._sampling = None
+            return
+        named = [(name, p) for name, p in self.policy.model.named_parameters() if p.requires_grad]
+        self._sampling = (index, [weights[name].to(p.device, p.dtype) for name, p in named])
+
+    @contextlib.contextmanager
+    def _weights(self, weights: list[Any] | None) -> Iterator[None]:
+        """The adapter holds `weights` inside the block (None: the current ones), and its own after."""
+        if weights is None:
+            yield
+            return
+        import torch
+
+        params = self.policy.trainable_parameters()
+        current = [p.detach().clone() for p in params]
+        with torch.no_grad():
+            for p, w in zip(params, weights):
+                p.copy_(w)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for p, w in zip(params, current):
+                    p.copy_(w)
 
     def close(self) -> None:
         self.discard()

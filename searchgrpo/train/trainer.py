@@ -9,9 +9,10 @@ Reproducibility: every state's K samples come from a generator seeded by (train.
 state, sampling round), the torch RNG is re-seeded from (train.seed, step) at the start of every
 step, and the states of each step (`state_pool.py`: the epoch order, dynamic sampling's refills,
 on-policy states) are seeded choices, and what the informative pool remembers of each state is
-saved in every checkpoint. So a run resumed from a checkpoint replays exactly the
-numbers an uninterrupted run produces (on CPU, bit for bit), and N data-parallel processes sample
-the same clues as one.
+saved in every checkpoint. So a run resumed from a checkpoint replays exactly the numbers an
+uninterrupted run produces (on CPU, bit for bit; with `train.pipeline` on too: the checkpoint
+keeps the adapter its next step's samples are drawn with, see `step_runner.py`), and N
+data-parallel processes sample the same clues as one.
 
 Data parallelism (`distributed.py`): each rank samples and trains its share of every step's
 groups; only rank 0 publishes events and writes checkpoints; stop, pause and save requests are
@@ -63,6 +64,7 @@ from searchgrpo.train.checkpoints import (
     check_base_model,
     list_checkpoints,
     load_newest_checkpoint,
+    load_sampling_weights,
     newest_usable,
     remove_interrupted_writes,
     save_checkpoint,
@@ -74,6 +76,7 @@ from searchgrpo.train.judge_radar import Drift, JudgeRadar, drift_stop_line
 from searchgrpo.train.refresh import refresh_pool
 from searchgrpo.train.run_history import append_history, check_prompt, check_resume, is_free
 from searchgrpo.train.run_lock import RunLock, claim, new_run_id
+from searchgrpo.train.schedule import make_scheduler
 from searchgrpo.train.step_runner import StepRunner
 from searchgrpo.train.views import step_events
 from searchgrpo.world import load_dataset, make_env
@@ -131,7 +134,6 @@ class Trainer:
     def setup(self) -> None:
         """Check, load and claim (see the module docstring): nothing is written before the claim."""
         import torch
-        from transformers import get_scheduler
 
         from searchgrpo.policy.model import load_policy, resolve_base
         from searchgrpo.policy.preflight import check_fits_model
@@ -197,12 +199,7 @@ class Trainer:
             self.sink(LogMessage("info", f"checker: {checker.describe()} on {self.policy.device}"))  # type: ignore[attr-defined]
         params = self.policy.trainable_parameters()
         self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-        self.scheduler = get_scheduler(
-            cfg.train.lr_scheduler,
-            self.optimizer,
-            num_warmup_steps=cfg.train.warmup_steps * cfg.grpo.num_iterations,
-            num_training_steps=self.total_steps * cfg.grpo.num_iterations,
-        )
+        self.scheduler = make_scheduler(cfg, self.optimizer, self.total_steps)
         self.runner = StepRunner(
             cfg,
             self.policy,
@@ -242,6 +239,7 @@ class Trainer:
                 self.last_eval = info.state.get("last_eval", {})
                 self.last_eval_step = info.state.get("last_eval_step")
                 restore_pool(self.pool, info.state, info.path)
+                self.runner.restore_sampling_weights(info.step, load_sampling_weights(info))
                 refreshed = self.pool.load_refreshed(self.run_dir, self.step)
                 if refreshed is not None:
                     self.sink(
@@ -418,7 +416,7 @@ class Trainer:
         """Replay training questions with the current adapter and train on their states from now on
         (`train.refresh_states_every`); returns the `refresh/*` metrics (on rank 0)."""
         assert self.dataset is not None
-        self.runner.settle()
+        self.runner.discard()  # a pipelined step's samples were drawn from the pool of before
         self.prompts.forget(self.pool.refreshed)
         return refresh_pool(
             self.cfg, self.policy, self.env, self.dataset, self.pool, self.step, self.run_dir, self.dist, self.sink
@@ -518,6 +516,7 @@ class Trainer:
                 "time": time.time(),
             },
             keep_last=self.cfg.train.keep_last,
+            sampling_weights=self.runner.sampling_weights(self.step),
         )
         self.last_saved = self.step
         self.dist.barrier()
