@@ -19,7 +19,8 @@ model, SmolLM2 for the default config). The default is oracle, noise 0.1, 0.2 an
 about 0.9, 0.8 and 0.7) and base.
 
 The trainings run as separate processes, `--parallel` at a time (on one GPU they share it; each
-gets cores / parallel CPU threads), each logging to `<out>/<arm>/log.txt`. The question sets are
+gets cores / parallel CPU threads), each logging to `<out>/<arm>.log` (beside its
+folder, which efficacy.py claims as its own: new, empty, or one it wrote). The question sets are
 collected once before any starts. Every step resumes: an arm whose results.json is complete is
 skipped, an interrupted one continues (`efficacy.py --resume`), and an audit whose report is there
 is not repeated. `sweep.json`, `judge_sweep.png` and a markdown table are written at the end.
@@ -156,14 +157,14 @@ def train_all(arms: list[Arm], args: argparse.Namespace) -> dict[str, int]:
     while todo or running:
         while todo and len(running) < args.parallel:
             arm = todo.pop(0)
-            (args.out / arm.name).mkdir(parents=True, exist_ok=True)
-            log = (args.out / arm.name / "log.txt").open("a")
+            args.out.mkdir(parents=True, exist_ok=True)
+            log = (args.out / f"{arm.name}.log").open("a")
             cmd = efficacy_command(arm, args)
             log.write(f"$ {shlex.join(cmd)}\n")
             log.flush()
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
             running[arm.name] = (proc, log, time.monotonic())
-            print(f"{arm.name}: started (log {args.out / arm.name / 'log.txt'})", flush=True)
+            print(f"{arm.name}: started (log {args.out / f'{arm.name}.log'})", flush=True)
         for name, (proc, log, began) in list(running.items()):
             if proc.poll() is not None:
                 log.close()
@@ -283,12 +284,17 @@ def markdown(sweep: dict[str, Any]) -> str:
         "| recall@10 docs gain (95% CI) | share of the oracle's gain |",
         "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
+    def num(figure: dict[str, Any], digits: int) -> str:
+        """A figure's value, or a dash where it is undefined (kappa of a judge with one label)."""
+        value = figure.get("value")
+        return "–" if value is None else f"{value:.{digits}f}"
+
     for r in rows:
         first = True
         for name, g in r["gain"].items():
             head = (
-                f"| {r['arm']} | {r['steps']} | {ci(r['agreement'])} | {r['kappa']['value']:.3f} | "
-                f"{r['important_precision']['value']:.2f} / {r['important_recall']['value']:.2f} "
+                f"| {r['arm']} | {r['steps']} | {ci(r['agreement'])} | {num(r['kappa'], 3)} | "
+                f"{num(r['important_precision'], 2)} / {num(r['important_recall'], 2)} "
                 if first
                 else "| | | | | "
             )
