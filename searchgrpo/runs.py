@@ -329,7 +329,7 @@ def collect(cfg: Config, questions: str, out: Path, **options: Any) -> Any:
     from searchgrpo.episodes.collect import collect_to_folder
     from searchgrpo.terminal import count_progress
 
-    with count_progress("collect") as progress:
+    with count_progress("collect", "questions") as progress:
         return collect_to_folder(cfg, questions, out, progress=progress, **options)
 
 
@@ -344,5 +344,5 @@ def demo_world(out: Path, *, questions: int, distractors: int, seed: int, top_k:
     check_option("--distractors", DemoConfig, "distractors", distractors)
     check_option("--top-k", EnvConfig, "top_k", top_k)
     out = claim_output(out, DEMO_WORLD)
-    with count_progress("baseline multi-agent pass") as progress:
+    with count_progress("baseline multi-agent pass", "questions") as progress:
         return build_demo(out, DemoConfig(questions, seed, distractors), top_k=top_k, progress=progress)

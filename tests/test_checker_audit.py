@@ -202,7 +202,7 @@ def test_off_a_terminal_progress_is_a_line_at_least_every_period(tmp_path):
                 time.sleep(0.05)
             heartbeats = out.read_text().count("audit: 4/10")
         text = out.read_text()
-    assert "audit: 10 pairs with gold checker" in text
+    assert "audit: 10 verdicts from gold checker" in text
     assert heartbeats >= 1 and "2.00 per second" in text
     assert not [t for t in threading.enumerate() if t.name == "audit-progress"]
 

@@ -253,13 +253,15 @@ class ConsoleModel:
         else:
             job.status, job.result = "done", event
             if isinstance(event, ev.MergeFinished):
+                refused = {r.get("checkpoint") for r in event.refused}
                 job.progress = {unit: (total, total) for unit, (_, total) in job.progress.items()}
-                job.stages = dict.fromkeys(job.progress, "done")
-            where = (
-                event.path
-                if isinstance(event, (ev.EvalReportWritten, ev.AuditReportWritten))
-                else ", ".join(event.outputs)
-            )
+                job.stages = {unit: "refused" if unit in refused else "done" for unit in job.progress}
+            if isinstance(event, (ev.EvalReportWritten, ev.AuditReportWritten)):
+                where = event.path
+            else:
+                where = ", ".join(event.outputs) or "nothing written"
+                if event.refused:
+                    where += f"; {len(event.refused)} refused (reasons above)"
             self.note("info", f"{job.name} finished: {where}", time=event.time)
 
 

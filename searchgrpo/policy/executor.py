@@ -11,6 +11,7 @@ be read from a completion, the rule-based Executor's clues are used for that rou
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,8 +25,12 @@ from searchgrpo.policy.sampling import Prompts, generate
 class PolicyExecutor:
     """Writes clues with the policy (see the module docstring)."""
 
-    def __init__(self, cfg: Config, policy: Any, *, use_adapter: bool = True, seed: int = 0) -> None:
+    def __init__(
+        self, cfg: Config, policy: Any, *, use_adapter: bool = True, seed: int = 0, stop: threading.Event | None = None
+    ) -> None:
         self.cfg = cfg
+        self.stop = stop
+        """Checked before every decode step (`eval --episodes` in the console): JobCancelled."""
         self.policy = policy
         self.use_adapter = use_adapter
         self.prompts = Prompts(policy.tokenizer, cfg)
@@ -64,6 +69,7 @@ class PolicyExecutor:
                     max_new_tokens=cfg.grpo.max_new_tokens,
                     greedy=True,
                     device=policy.device,
+                    stop=self.stop,
                 )
                 texts += [g[0].text for g in groups]
         self.calls += len(requests)

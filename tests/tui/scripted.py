@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgrpo.events import (
+    MERGE_STAGES,
     CheckpointSaved,
     DocView,
     EvalFinished,
@@ -328,14 +329,14 @@ def eval_report(policies: list[tuple[str, str | None]]) -> dict[str, Any]:
     }
 
 
-MERGE_STAGES = ("load", "reference", "merge", "save", "parity")
-
-
 class ScriptedBackend:
     """The console's backend with scripted jobs; records every request.
 
     `eval_error` / `merge_error`, when set, are raised by the next eval / merge. Merge refuses
-    existing outputs unless the request says overwrite, as the real one does.
+    existing outputs unless the request says overwrite, as the real one does, and fails the parity
+    check of the checkpoints in `parity_fails` (the others are written). With `hold`, eval and
+    merge send their first progress and then wait until their stop flag is set (the console's `q`
+    cancels them) and end as the real jobs do, with `JobCancelled`; `started` is set once they wait.
     """
 
     def __init__(self, runner: ScriptedRunner | None = None) -> None:
@@ -348,6 +349,19 @@ class ScriptedBackend:
         self.merge_requests: list[Any] = []
         self.eval_error: BaseException | None = None
         self.merge_error: BaseException | None = None
+        self.parity_fails: set[str] = set()
+        self.hold = False
+        self.started = threading.Event()
+
+    def _wait_for_cancel(self, stop, what: str) -> None:
+        from searchgrpo.errors import JobCancelled
+
+        if not self.hold:
+            return
+        self.started.set()
+        while not stop.wait(0.01):
+            pass
+        raise JobCancelled(f"{what} cancelled: nothing written")
 
     def train(self, cfg, request, sink, control) -> None:
         self.train_requests.append(request)
@@ -363,6 +377,8 @@ class ScriptedBackend:
             raise self.eval_error
         policies = ([("baseline", None)] if request.baseline else []) + [(Path(c).name, c) for c in request.checkpoints]
         sink(EvalStarted([n for n, _ in policies], 6, "evals/report.json", T0))
+        sink(EvalProgress(policies[0][0], 1, 6, T0))
+        self._wait_for_cancel(stop, "eval")
         for name, _ in policies:
             for done in range(1, 7):
                 sink(EvalProgress(name, done, 6, T0))
@@ -383,24 +399,36 @@ class ScriptedBackend:
         if existing and not request.overwrite:
             return MergeRefused(existing)
         sink(MergeStarted(list(request.checkpoints), request.output_dir, T0))
+        self._wait_for_cancel(stop, "merge")
+        refused = [
+            {"checkpoint": c, "output": o, "reason": f"{o}: parity check failed (scripted). Remedy: merge another"}
+            for c, o in zip(request.checkpoints, outputs)
+            if c in self.parity_fails
+        ]
+        outputs = [o for c, o in zip(request.checkpoints, outputs) if c not in self.parity_fails]
         for c in request.checkpoints:
             for i, stage in enumerate(MERGE_STAGES):
                 sink(MergeProgress(c, stage, i, len(MERGE_STAGES), T0))
+            ending = "refused" if c in self.parity_fails else "done"
+            sink(MergeProgress(c, ending, len(MERGE_STAGES), len(MERGE_STAGES), T0))
         for o in outputs:
             Path(o).mkdir(parents=True, exist_ok=True)
         parity = [
             {
                 "output": o,
-                "dtype": "bfloat16",
-                "max_abs_logprob_delta": 0.0012,
-                "greedy_identical": 4,
-                "probes": 4,
-                "greedy_near_ties": 0,
+                "dtype": request.dtype,
+                "compared_with": f"base + adapter in {request.dtype}",
+                "max_abs_logprob_delta": 0.0312,
+                "mean_abs_logprob_delta": 0.0041,
+                "top1_agreement": 0.9922,
+                "tokens": 128,
+                "near_ties": 1,
+                "flips": 0,
             }
             for o in outputs
         ]
-        sink(MergeFinished(outputs, parity, T0))
-        return MergeDone(outputs)
+        sink(MergeFinished(outputs, parity, refused, time=T0))
+        return MergeDone(outputs, refused)
 
     def newest_run(self, output_dir):
         return self.disk.newest_run(output_dir)

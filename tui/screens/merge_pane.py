@@ -1,9 +1,11 @@
-"""The Merge tab: choose checkpoints and an output folder, merge in a worker with progress.
+"""The Merge tab: choose checkpoints, the output dtype and folder, merge in a worker with progress.
 
 The pane runs merge through the backend in a thread worker (`JobPane`). Existing output folders
 are never replaced silently: when the backend answers `MergeRefused`, a dialog names them, and
 only an explicit "Overwrite" runs the merge again with overwrite=True. Each checkpoint has one
-bar: the stages it finished (load, reference, merge, save, parity), full once the merge is done.
+bar: the stages it finished (load, reference, merge, save, parity), full once its merge is done
+or refused. The dtype is the CLI's `--dtype` (bfloat16 by default, as vLLM serves); a merge that
+fails its parity check is listed with its reason and remedy, and the others are still written.
 """
 
 from __future__ import annotations
@@ -17,13 +19,20 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Button, DataTable, Input, Label, SelectionList, Static
+from textual.widgets import Button, DataTable, Input, Label, Select, SelectionList, Static
 
 from searchgrpo.events import LogMessage
 from tui.backend import MergeDone, MergeRefused, MergeRequest
 from tui.format import bar, plain, printable
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.job_pane import JobPane
+
+DTYPES = [
+    ("bfloat16 (default, as vLLM serves)", "bfloat16"),
+    ("float16", "float16"),
+    ("float32 (twice the size)", "float32"),
+]
+"""The output dtypes `searchgrpo merge --dtype` takes, as the form offers them."""
 
 
 class MergePane(JobPane):
@@ -36,6 +45,8 @@ class MergePane(JobPane):
             yield Label("Checkpoints to merge", classes="section")
             yield SelectionList[str](id="merge-checkpoints")
             yield Static(id="merge-run-dir", classes="hint")
+            yield Label("Output dtype (as it will be served)")
+            yield Select(DTYPES, value="bfloat16", allow_blank=False, id="merge-dtype")
             yield Label("Output folder ({base}-grpo-step{N}/ inside)")
             yield Input("merged", id="merge-output")
             yield Button(self.LABEL, id=self.BUTTON, variant="primary")
@@ -72,11 +83,14 @@ class MergePane(JobPane):
         if not output:
             self.notify("Name an output folder.", severity="warning")
             return
-        self.start(MergeRequest(list(chosen), output))
+        dtype = str(self.query_one("#merge-dtype", Select).value)
+        self.start(MergeRequest(list(chosen), output, dtype=dtype))
 
     def describe(self, request: MergeRequest) -> str:
         names = ", ".join(Path(c).name for c in request.checkpoints)
-        return f"{names} into {request.output_dir}/" + (" (overwriting)" if request.overwrite else "")
+        return f"{names} into {request.output_dir}/ in {request.dtype}" + (
+            " (overwriting)" if request.overwrite else ""
+        )
 
     def run_job(self, request: MergeRequest, stop: threading.Event) -> MergeDone | MergeRefused:
         return self.backend.merge(self.cfg, request, self.sink, stop)
@@ -84,6 +98,11 @@ class MergePane(JobPane):
     def use_result(self, result: MergeDone | MergeRefused) -> None:
         if isinstance(result, MergeDone):
             self.finish()
+            if result.refused:
+                self.notify(
+                    f"{len(result.refused)} merge(s) refused by the parity check; the reasons are in the pane.",
+                    severity="warning",
+                )
             return
         self.job.fail("output exists: " + ", ".join(result.existing))
         question = "These merged models already exist:\n\n" + "\n".join(result.existing) + "\n\nOverwrite them?"
@@ -106,7 +125,13 @@ class MergePane(JobPane):
         for checkpoint, (done, total) in job.progress.items():
             name = printable(Path(checkpoint).name, one_line=True)
             stage = job.stages.get(checkpoint, "")
-            lines.append(f"{name}  {bar(done, total, 16)}  {stage}\n")
+            lines.append(f"{name}  {bar(done, total, 16)}  ")
+            lines.append(f"{stage}\n", style="bold red" if stage == "refused" else "")
+        for refused in getattr(job.result, "refused", None) or []:
+            lines.append(
+                f"✖ {printable(Path(str(refused.get('checkpoint'))).name, one_line=True)} refused: ", "bold red"
+            )
+            lines.append(f"{printable(str(refused.get('reason', '')), one_line=True)}\n")
         return lines
 
     def redraw_job(self) -> None:
@@ -115,20 +140,25 @@ class MergePane(JobPane):
         if job.status != "done" or job.result is None:
             return
         table.clear(columns=True)
-        table.add_columns("model folder", "dtype", "max |Δ log p|", "greedy same", "near ties")
+        table.add_columns("model folder", "dtype", "max |Δ log p|", "mean |Δ log p|", "top-1 agree", "near ties")
         parity = list(job.result.parity) + [{}] * len(job.result.outputs)
         for path, figures in zip(job.result.outputs, parity):
             table.add_row(*parity_cells(path, figures))
 
 
 def parity_cells(path: str, figures: dict[str, Any]) -> tuple[Any, ...]:
-    """A merged model's row: its folder and the parity check's figures, each in its own column."""
-    delta = figures.get("max_abs_logprob_delta")
-    identical, probes = figures.get("greedy_identical"), figures.get("probes")
+    """A merged model's row: its folder and the parity check's figures (against base + adapter in
+    the same dtype), each in its own column."""
+
+    def number(key: str, spec: str) -> Text:
+        value = figures.get(key)
+        return Text(f"{value:{spec}}" if isinstance(value, (int, float)) else "–", justify="right")
+
     return (
         plain(path),
         plain(str(figures.get("dtype", "–"))),
-        Text(f"{delta:.2e}" if isinstance(delta, (int, float)) else "–", justify="right"),
-        Text(f"{identical}/{probes}" if identical is not None and probes is not None else "–", justify="right"),
-        Text(str(figures.get("greedy_near_ties", "–")), justify="right"),
+        number("max_abs_logprob_delta", ".2e"),
+        number("mean_abs_logprob_delta", ".2e"),
+        number("top1_agreement", ".1%"),
+        Text(str(figures.get("near_ties", "–")), justify="right"),
     )
