@@ -15,13 +15,14 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from searchgrpo.config import Config
@@ -31,15 +32,15 @@ from tui.backend import Backend, CoreBackend, TrainRequest
 from tui.failures import report_failure, traceback_text
 from tui.inbox import EventInbox
 from tui.messages import EventsArrived
-from tui.model import Compared, ConsoleModel, RunModel
+from tui.model import Compared, ConsoleModel, Earlier, RunModel
 from tui.screens.audit_pane import AuditPane
 from tui.screens.config_pane import ConfigPane
-from tui.screens.confirm import ConfirmScreen
+from tui.screens.confirm import ChoiceScreen
 from tui.screens.eval_pane import EvalPane
 from tui.screens.log_pane import LogPane
 from tui.screens.merge_pane import MergePane
 from tui.screens.train_pane import TrainPane
-from tui.sources import MAX_LINE, STALL_AFTER, follow_events
+from tui.sources import MAX_LINE, STALL_AFTER, events_file, follow_events
 
 DRAIN = 2_000
 """Events folded into the model per turn of the event loop; input is handled between turns."""
@@ -80,8 +81,13 @@ class ConsoleApp(App[int]):
         Binding("f", "group('follow')", "Follow"),
         Binding("m", "group('smooth')", "Smooth"),
         *(Binding(str(i + 1), f"show_tab('{tab}')", tab.title(), show=False) for i, tab in enumerate(TABS)),
+        # alt+1..6 switch tabs from a text field too (digits type into it; escape leaves it).
+        *(Binding(f"alt+{i + 1}", f"show_tab('{tab}')", tab.title(), show=False) for i, tab in enumerate(TABS)),
         Binding("q", "quit", "Quit"),
     ]
+    RUN_KEYS = {"s": "start", "p": "pause", "x": "stop", "c": "checkpoint"}
+    GROUP_KEYS = {"d": "drill-down", "left_square_bracket": "older group", "right_square_bracket": "newer group"}
+    GROUP_KEYS |= {"f": "follow the newest group", "m": "smoothing"}
 
     def __init__(
         self,
@@ -121,6 +127,10 @@ class ConsoleApp(App[int]):
         self._remove_signal_handlers: Callable[[], None] | None = None
         self.training_done: threading.Event | None = None
         """Set when the training thread of the latest run has returned (its checkpoint written)."""
+        self.quit_now = False
+        self._job_panes: list[Any] = []
+        """The user chose to quit without waiting: `tui.launch.let_go` gives the jobs' threads a few
+        seconds to stop and then ends the process (the files they write are atomic)."""
 
     # ------------------------------------------------------------------ layout
 
@@ -229,8 +239,9 @@ class ConsoleApp(App[int]):
         info = self.model.run.info
         run_dir = Path(info.run_dir) if info else self.run_dir or self.backend.newest_run(self.cfg.train.output_dir)
         found = self.backend.checkpoints(run_dir)
-        self.query_one(EvalPane).set_policies(run_dir, found)
-        self.query_one(MergePane).set_checkpoints(run_dir, found)
+        with _panes_may_be_missing():  # a run that ends while the console closes
+            self.query_one(EvalPane).set_policies(run_dir, found)
+            self.query_one(MergePane).set_checkpoints(run_dir, found)
 
     # ------------------------------------------------------------------ training controls
 
@@ -240,9 +251,10 @@ class ConsoleApp(App[int]):
         if action == "start":
             return (self.source == "live" and not run.active) or None
         if action in ("pause", "stop", "checkpoint"):
-            return (self.source == "live" and run.status in ("running", "paused")) or None
-        if action == "group":  # the group browser's keys belong to the Train tab
-            return self.query_one(TabbedContent).active == "train"
+            return (self.source == "live" and run.status in ("running", "pausing", "paused")) or None
+        if action == "group":  # the group browser's keys belong to the Train tab; v to the job tabs too
+            active = self.query_one(TabbedContent).active
+            return active == "train" or (parameters == ("view",) and active in ("eval", "merge", "audit"))
         return True
 
     def action_start(self) -> None:
@@ -258,14 +270,20 @@ class ConsoleApp(App[int]):
         self._train(self.control, self.training_done)
 
     def action_pause(self) -> None:
-        if self.control is None or not self.model.run.active:
+        run = self.model.run
+        if self.control is None or not run.active:
             return
         if self.control.pause.is_set():
             self.control.pause.clear()
-            self.notify("Resuming.")
+            if run.status == "pausing":  # not paused yet: it simply goes on
+                run.status = "running"
+            self.notify("Resuming." if run.status == "paused" else "Going on without a pause.")
         else:
             self.control.pause.set()
+            if run.status == "running":
+                run.status = "pausing"
             self.notify("Pausing after the current step.")
+        run.version += 1
 
     def action_stop(self) -> None:
         if self.control is None or not self.model.run.active:
@@ -282,38 +300,122 @@ class ConsoleApp(App[int]):
         self.notify("A checkpoint will be written after the current step.")
 
     def action_group(self, move: str) -> None:
-        """Browse the scored groups: older, newer, follow (the newest), or detail (full screen)."""
+        """Browse the scored groups: older, newer, follow (the newest), or detail (full screen); `v`
+        on a job tab switches between its form and its results."""
+        active = self.query_one(TabbedContent).active
+        if active != "train" and move == "view":
+            pane = {"eval": EvalPane, "merge": MergePane, "audit": AuditPane}[active]
+            self.query_one(pane).action_view()
+            return
         getattr(self.query_one(TrainPane), f"action_{move}")()
+
+    def on_key(self, event: events.Key) -> None:
+        """Feedback for keys that do nothing here (a read-only console, no run, another tab), and
+        escape out of a text field (where digits type: then 1-6 switch tabs again)."""
+        if event.key == "escape" and isinstance(self.focused, Input):
+            event.stop()
+            self.query_one(FIRST_FOCUS[self.query_one(TabbedContent).active]).focus()
+            return
+        action = self.RUN_KEYS.get(event.key)
+        if action is not None and not self.check_action(action, ()):
+            self.notify(self.dead_run_key(action), severity="warning", timeout=4)
+            return
+        what = self.GROUP_KEYS.get(event.key) or ("views" if event.key == "v" else None)
+        if what and not self.check_action("group", ("view",) if event.key == "v" else ()):
+            where = "the Train, Eval, Merge and Audit tabs" if event.key == "v" else "the Train tab (1)"
+            self.notify(f"{event.key}: {what} works on {where}.", severity="warning", timeout=4)
+
+    def dead_run_key(self, action: str) -> str:
+        """Why `s`, `p`, `x` or `c` does nothing right now, and what does."""
+        if self.source != "live":
+            mode = "replays" if self.source == "replay" else "follows"
+            return (
+                f"This console {mode} a run: read-only. s, p, x and c steer a run it trains "
+                "(searchgrpo tui, or --resume)."
+            )
+        status = self.model.run.status
+        if action == "start":
+            return f"Training is {status} already; x stops it (s then starts a new run)."
+        if status == "stopping":
+            return "Training is stopping after the current step, with a checkpoint."
+        return "No training is running: s starts it."
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
 
     async def action_quit(self) -> None:
-        if self.source == "live" and self.model.run.active:
-            self.push_screen(
-                ConfirmScreen("Training is running.\nStop it (saving a checkpoint) and quit?", "Stop and quit"),
-                self._quit_confirmed,
+        """Quit; while training or a job runs, ask first (see `_quit_answered`)."""
+        jobs = [pane for pane in self.job_panes() if pane.running]
+        run = self.model.run
+        if self.source == "live" and run.active:
+            newest = f"step {run.checkpoints[-1].step}" if run.checkpoints else "none yet"
+            question = (
+                f"Training is {run.status} (step {run.step}/{run.total_steps}).\n\n"
+                "s: stop after this step, save a checkpoint, then quit\n"
+                f"q: quit now; the step in progress is not saved (newest checkpoint: {newest})\n"
+                "n: keep training"
             )
+            if jobs:
+                question += f"\n\nThe running {' and '.join(p.JOB for p in jobs)} is cancelled either way."
+            choices = [("s", "Stop, then quit", "stop"), ("q", "Quit now", "now"), ("n", "Keep training", "keep")]
+            self.push_screen(ChoiceScreen(question, choices), self._quit_answered)
+            return
+        if jobs:
+            names = " and ".join(p.JOB for p in jobs)
+            question = (
+                f"The {names} is running.\n\nCancel it and quit? Nothing of it is kept: its "
+                "report or folder is written only when it finishes."
+            )
+            choices = [("y", f"Cancel the {names} and quit", "now"), ("n", "Keep it running", "keep")]
+            self.push_screen(ChoiceScreen(question, choices), self._quit_answered)
             return
         self.exit(self.exit_code_for_run())
 
-    def _quit_confirmed(self, yes: bool | None) -> None:
-        if yes:
-            self._quit_when_stopped = True
-            self.action_stop()
+    def job_panes(self) -> list[Any]:
+        """The Eval, Merge and Audit panes (kept from the start: `launch.let_go` asks them about their
+        jobs once the console has closed)."""
+        if not self._job_panes:
+            with _panes_may_be_missing():
+                self._job_panes = [self.query_one(EvalPane), self.query_one(MergePane), self.query_one(AuditPane)]
+        return self._job_panes
+
+    def _quit_answered(self, answer: str | None) -> None:
+        if answer in (None, "keep"):
+            return
+        for pane in self.job_panes():
+            if pane.running:
+                pane.cancel()
+        if answer == "stop":
+            self.stop_and_quit()
+            return
+        self.quit_now = True
+        if self.control is not None:
+            self.control.stop.set()
+        self.exit(self.exit_code_for_run())
+
+    def unfinished_work(self) -> list[tuple[str, threading.Event]]:
+        """(what, its end) of the training and the jobs that have not returned yet."""
+        ends = [("training", self.training_done)] + [(p.JOB, p.job_ended) for p in self.job_panes()]
+        return [(name, end) for name, end in ends if end is not None and not end.is_set()]
 
     def exit_code_for_run(self) -> int:
         return 1 if self.model.run.status == "failed" else 0
 
     def stop_and_quit(self) -> None:
-        """Stop the run after this step with a checkpoint, then quit (a confirmed `q`; SIGTERM, SIGHUP)."""
+        """Stop the run after this step with a checkpoint, then quit (a confirmed `q`; SIGTERM, SIGHUP);
+        a running eval, merge or audit is cancelled."""
+        for pane in self.job_panes():
+            if pane.running:
+                pane.cancel()
         self._quit_when_stopped = True
         self.action_stop()
 
     def on_unmount(self) -> None:
-        # A thread cannot be killed: ask the trainer to end, or the process would wait for it.
+        # A thread cannot be killed: ask the trainer and the jobs to end (`tui.launch.let_go` waits).
         if self.control is not None:
             self.control.stop.set()
+        for pane in self.job_panes():
+            pane.cancel()
         if self._remove_signal_handlers is not None:
             self._remove_signal_handlers()
 
@@ -336,6 +438,15 @@ class ConsoleApp(App[int]):
     @work(thread=True, exclusive=True, group="train", exit_on_error=False, description="training")
     def _train(self, control: TrainerControl, done: threading.Event) -> None:
         try:
+            if self.resume and self.run_dir is not None and not self.model.run.history:
+                # The run's history first (`tui --resume` shows every step), then its new steps.
+                follow_events(
+                    events_file(self.run_dir),
+                    lambda event: self.inbox.put(Earlier(event)),
+                    get_current_worker().cancelled_event,
+                    follow=False,
+                    max_line=self.max_line,
+                )
             self.backend.train(self.cfg, TrainRequest(self.run_dir, self.resume), self.inbox.put, control)
         finally:
             done.set()

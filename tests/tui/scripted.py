@@ -222,9 +222,17 @@ class ScriptedRunner:
     """
 
     def __init__(
-        self, steps: int = 6, total: int | None = None, k: int = 4, gated: bool = False, fail_at: int | None = None
+        self,
+        steps: int = 6,
+        total: int | None = None,
+        k: int = 4,
+        gated: bool = False,
+        fail_at: int | None = None,
+        start_step: int = 0,
     ) -> None:
         self.steps, self.total, self.k = steps, total or steps, k
+        self.start_step = start_step
+        """A resumed run: it starts after this step (its checkpoint)."""
         self.gate = threading.Semaphore(0) if gated else None
         self.fail_at = fail_at
         self.calls: list[dict[str, Any]] = []
@@ -244,8 +252,8 @@ class ScriptedRunner:
             self.finished.set()
 
     def _play(self, sink, control) -> None:
-        sink(run_started(self.total))
-        step, reason = 0, "completed"
+        sink(run_started(self.total, self.start_step))
+        step, reason = self.start_step, "completed"
         while step < self.total:
             if control.pause.is_set() and not control.stop.is_set():
                 sink(RunPaused(step, T0))
@@ -429,6 +437,14 @@ class ScriptedBackend:
         ]
         sink(MergeFinished(outputs, parity, refused, time=T0))
         return MergeDone(outputs, refused)
+
+    def audit(self, cfg, request, sink, stop):
+        from searchgrpo.events import AuditProgress, AuditStarted
+
+        sink(AuditStarted("gold", "gold checker", request.pairs, "audits/a.json", T0))
+        sink(AuditProgress(1, request.pairs, 0.5, T0))
+        self._wait_for_cancel(stop, "audit")
+        raise RuntimeError("this scripted backend audits only with hold = True")
 
     def newest_run(self, output_dir):
         return self.disk.newest_run(output_dir)

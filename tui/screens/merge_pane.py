@@ -18,7 +18,7 @@ from typing import Any
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label, Select, SelectionList, Static
 
 from searchgrpo.events import LogMessage
@@ -39,18 +39,21 @@ class MergePane(JobPane):
     """Merge form on the left, progress and results on the right."""
 
     JOB, BUTTON, LABEL = "merge", "merge-run", "Merge"
+    PROGRESS_VIEW = "results"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="merge-form", classes="form"):
-            yield Label("Checkpoints to merge", classes="section")
-            yield SelectionList[str](id="merge-checkpoints")
-            yield Static(id="merge-run-dir", classes="hint")
-            yield Label("Output dtype (as it will be served)")
-            yield Select(DTYPES, value="bfloat16", allow_blank=False, id="merge-dtype")
-            yield Label("Output folder ({base}-grpo-step{N}/ inside)")
-            yield Input("merged", id="merge-output")
-            yield Button(self.LABEL, id=self.BUTTON, variant="primary")
-        with Vertical(id="merge-results"):
+            with VerticalScroll(classes="fields"):
+                yield Label("Checkpoints to merge", classes="section")
+                yield SelectionList[str](id="merge-checkpoints")
+                yield Static(id="merge-run-dir", classes="hint")
+                yield Label("Output dtype (as it will be served)")
+                yield Select(DTYPES, value="bfloat16", allow_blank=False, id="merge-dtype")
+                yield Label("Output folder ({base}-grpo-step{N}/ inside)")
+                yield Input("merged", id="merge-output")
+            with Vertical(classes="run-area"):
+                yield Button(self.LABEL, id=self.BUTTON, variant="primary")
+        with VerticalScroll(id="merge-results", classes="results"):
             yield Static("Merged models will be listed here.", id="merge-status")
             yield DataTable(id="merge-outputs", cursor_type="row", zebra_stripes=True)
 
