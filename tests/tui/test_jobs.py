@@ -90,7 +90,8 @@ async def test_merge_asks_before_overwriting_and_reruns_only_when_confirmed(cfg)
         assert app.model.merge.status == "done"
         outputs = app.query_one("#merge-outputs", DataTable)
         assert outputs.get_row_at(0)[0] == "merged/tiny-grpo-step4"
-        assert [str(cell) for cell in outputs.get_row_at(0)[1:]] == ["bfloat16", "3.12e-02", "4.10e-03", "99.2%", "1"]
+        assert [str(cell) for cell in outputs.get_row_at(0)[1:]] == ["3.12e-02", "4.10e-03", "99.2%", "1"]
+        assert outputs.border_title == "parity against base + adapter in bfloat16"
 
 
 async def test_merge_into_a_new_folder_needs_no_question(cfg):
@@ -140,7 +141,7 @@ async def test_merge_offers_the_dtype_and_lists_the_merges_it_refused(cfg):
         (request,) = backend.merge_requests
         assert request.dtype == "float16" and sorted(request.checkpoints) == sorted([step4, step8])
         outputs = app.query_one("#merge-outputs", DataTable)
-        assert outputs.row_count == 1 and str(outputs.get_row_at(0)[1]) == "float16"
+        assert outputs.row_count == 1 and outputs.border_title == "parity against base + adapter in float16"
         status = text_of(app, "#merge-status")
         assert "step-000004  ████████████████ 5/5  refused" in status
         assert "✖ step-000004 refused: merged/tiny-grpo-step4: parity check failed (scripted)" in status

@@ -171,7 +171,9 @@ class JobPane(Horizontal):
         self._drawn = job.version
         button = self.query_one(f"#{self.BUTTON}", Button)
         button.label = f"{self.LABEL} (running…)" if job.status == "running" else self.LABEL
-        self.query_one(f"#{self.JOB}-status", Static).update(self.status_text())
+        status = self.status_text()
+        status.rstrip()
+        self.query_one(f"#{self.JOB}-status", Static).update(status)
         self.redraw_job()
 
     def status_head(self) -> Text:

@@ -27,11 +27,7 @@ from tui.format import bar, plain, printable
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.job_pane import JobPane
 
-DTYPES = [
-    ("bfloat16 (default, as vLLM serves)", "bfloat16"),
-    ("float16", "float16"),
-    ("float32 (twice the size)", "float32"),
-]
+DTYPES = [("bfloat16 (default)", "bfloat16"), ("float16", "float16"), ("float32 (twice as big)", "float32")]
 """The output dtypes `searchgrpo merge --dtype` takes, as the form offers them."""
 
 
@@ -122,7 +118,8 @@ class MergePane(JobPane):
         lines = Text()
         if job.status == "running":
             where = job.started.output_dir if job.started else "…"
-            lines.append(f"merging into {printable(where, one_line=True)}\n", style="bold")
+            dtype = getattr(self.request, "dtype", "")
+            lines.append(f"merging into {printable(where, one_line=True)} in {dtype}\n", style="bold")
         else:
             lines.append_text(self.status_head())
         for checkpoint, (done, total) in job.progress.items():
@@ -140,10 +137,13 @@ class MergePane(JobPane):
     def redraw_job(self) -> None:
         job = self.job
         table = self.query_one("#merge-outputs", DataTable)
-        if job.status != "done" or job.result is None:
+        table.display = job.status == "done" and bool(getattr(job.result, "parity", None))
+        if not table.display:
             return
         table.clear(columns=True)
-        table.add_columns("model folder", "dtype", "max |Δ log p|", "mean |Δ log p|", "top-1 agree", "near ties")
+        table.add_columns("model folder", "max |Δlogp|", "mean |Δlogp|", "top-1", "ties")
+        dtypes = {str(p.get("dtype")) for p in job.result.parity} or {"–"}
+        table.border_title = f"parity against base + adapter in {', '.join(sorted(dtypes))}"
         parity = list(job.result.parity) + [{}] * len(job.result.outputs)
         for path, figures in zip(job.result.outputs, parity):
             table.add_row(*parity_cells(path, figures))
@@ -159,7 +159,6 @@ def parity_cells(path: str, figures: dict[str, Any]) -> tuple[Any, ...]:
 
     return (
         plain(path),
-        plain(str(figures.get("dtype", "–"))),
         number("max_abs_logprob_delta", ".2e"),
         number("mean_abs_logprob_delta", ".2e"),
         number("top1_agreement", ".1%"),
