@@ -86,9 +86,7 @@ def figures_for(cfg: Any, checkpoint: Path, dtype_name: str, probe: list[list[in
         ref32 = load_adapter_model(base, checkpoint / "adapter", dtype, "cpu").float()
         reference32 = teacher_forced(ref32, probe, continuations)
         merged32 = ref32.merge_and_unload().to(dtype).float()
-        out["float32_compute"] = parity_figures(
-            reference32, teacher_forced(merged32, probe, continuations), "float32"
-        )
+        out["float32_compute"] = parity_figures(reference32, teacher_forced(merged32, probe, continuations), "float32")
         del ref32, merged32
     with tempfile.TemporaryDirectory() as tmp:
         broken = corrupt_copy(checkpoint / "adapter", Path(tmp) / "adapter")
@@ -159,6 +157,7 @@ def main() -> None:
                     f"{info.path.name} {dtype:9} {case:16} max {f['max_abs_logprob_delta']:.4f} "
                     f"mean {f['mean_abs_logprob_delta']:.5f} agree {f['top1_agreement']:.3f} "
                     f"flips {f['flips']:2d}/{f['tokens']} ties {f['near_ties']:2d} "
+                    f"margins {[round(m, 3) for m in f['disagreement_margins'][:3]]} "
                     f"{'PASS' if f['passed'] else 'FAIL'} {f['reason'][:80]}",
                     flush=True,
                 )

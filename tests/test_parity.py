@@ -23,14 +23,14 @@ def test_identical_scores_pass_with_zero_deltas():
 
 def test_deltas_are_max_and_mean_of_absolute_differences():
     ref = [scores([-1.0, -2.0, -3.0, -4.0], [1, 2, 3, 4])]
-    got = [scores([-1.2, -2.0, -2.96, -4.0], [1, 2, 3, 4])]
+    got = [scores([-1.12, -2.0, -2.96, -4.0], [1, 2, 3, 4])]
     f = parity_figures(ref, got, "bfloat16")
-    assert f["max_abs_logprob_delta"] == pytest.approx(0.2)
-    assert f["mean_abs_logprob_delta"] == pytest.approx(0.06)  # (0.2 + 0 + 0.04 + 0) / 4
+    assert f["max_abs_logprob_delta"] == pytest.approx(0.12)
+    assert f["mean_abs_logprob_delta"] == pytest.approx(0.04)  # (0.12 + 0 + 0.04 + 0) / 4
     assert f["passed"]  # within bfloat16's tolerance
     f32 = parity_figures(ref, got, "float32")
-    assert not f32["passed"] and "max |delta log-prob| 0.2 > 0.001" in f32["reason"]
-    assert "mean |delta log-prob| 0.06 > 0.0001" in f32["reason"]
+    assert not f32["passed"] and "max |delta log-prob| 0.12 > 0.001" in f32["reason"]
+    assert "mean |delta log-prob| 0.04 > 0.0001" in f32["reason"]
 
 
 def test_a_top1_flip_at_a_near_tie_is_reported_not_failed():
@@ -39,6 +39,7 @@ def test_a_top1_flip_at_a_near_tie_is_reported_not_failed():
     got = [scores([-0.7] * 20, [2] + [1] * 19)]
     f = parity_figures(ref, got, "bfloat16")
     assert (f["near_ties"], f["flips"], f["passed"]) == (1, 0, True)
+    assert f["disagreement_margins"] == [pytest.approx(tie / 2)]
     assert f["top1_agreement"] == pytest.approx(19 / 20)
 
 

@@ -52,10 +52,12 @@ class Tolerance:
 
 TOLERANCES = {
     "float32": Tolerance(max_delta=1e-3, mean_delta=1e-4, tie=1e-3, flips=0.0),
-    "float16": Tolerance(max_delta=0.25, mean_delta=0.02, tie=0.25, flips=0.02),
-    "bfloat16": Tolerance(max_delta=1.0, mean_delta=0.1, tie=1.0, flips=0.05),
+    "float16": Tolerance(max_delta=0.2, mean_delta=0.01, tie=0.05, flips=0.01),
+    "bfloat16": Tolerance(max_delta=1.0, mean_delta=0.05, tie=0.5, flips=0.02),
 }
-"""Per output dtype; the measured healthy figures they bound are in docs/evaluation.md."""
+"""Per output dtype, about 3-5x the worst healthy figure measured (docs/evaluation.md, "Merge
+parity"): SmolLM2-135M after 9, 12 and 15 demo steps, max |delta| 0.25 and mean 0.017 in
+bfloat16, 0.020 and 0.0021 in float16; the tiny model, 0.004 and 0.0013 in bfloat16."""
 
 
 class ParityError(UserError):
@@ -143,6 +145,7 @@ def parity_figures(ref: Sequence[TokenScores], got: Sequence[TokenScores], dtype
     `dtype`: the figures, `passed`, and a `reason` when not (pure: tested on hand-made scores)."""
     tol = TOLERANCES[dtype]
     deltas: list[float] = []
+    margins: list[float] = []
     positions = agree = near_ties = 0
     nonfinite = ""
     for r, g in zip(ref, got):
@@ -156,7 +159,9 @@ def parity_figures(ref: Sequence[TokenScores], got: Sequence[TokenScores], dtype
                 deltas.append(abs(lr - lg))
             if tr == tg:
                 agree += 1
-            elif math.isfinite(margin) and margin <= tol.tie:
+                continue
+            margins.append(margin)
+            if math.isfinite(margin) and margin <= tol.tie:
                 near_ties += 1
     flips = positions - agree - near_ties
     max_delta = max(deltas, default=0.0)
@@ -171,6 +176,7 @@ def parity_figures(ref: Sequence[TokenScores], got: Sequence[TokenScores], dtype
         "top1_agreement": agree / positions if positions else 1.0,
         "near_ties": near_ties,
         "flips": flips,
+        "disagreement_margins": sorted(margins)[:10],
         "tolerance": {
             "max_delta": tol.max_delta,
             "mean_delta": tol.mean_delta,
