@@ -41,12 +41,12 @@ def fmt_seconds(seconds: float | None) -> str:
 
 
 def time_left(
-    done: int, total: int | None, started: float, first: tuple[int, float] | None, now: float
+    done: int, total: int | None, started: float, first: tuple[int, float] | None, done_at: float
 ) -> tuple[float | None, bool]:
-    """(seconds left, rough) for `done` of `total` units, begun at `started`; `first` is (units,
-    time) when the first units were reported done. The pace is measured after them, so a slow
-    first unit (loading, warming up) does not inflate the estimate; with only the first units done,
-    their own pace is used and the estimate is `rough`.
+    """(seconds left, rough) for `done` of `total` units, begun at `started`, the latest finished at
+    `done_at`; `first` is (units, time) when the first units were reported done. The pace is
+    measured after them, so a slow first unit (loading, warming up) does not inflate the estimate;
+    with only the first units done, their own pace is used and the estimate is `rough`.
 
     >>> time_left(1, 10, 0.0, (1, 80.0), 80.0)     # only the first: its own pace, rough
     (720.0, True)
@@ -59,8 +59,8 @@ def time_left(
         return None, True
     left = max(total - done, 0)
     first_done, first_at = first
-    if done > first_done and now > first_at:
-        return left * (now - first_at) / (done - first_done), False
+    if done > first_done and done_at > first_at:
+        return left * (done_at - first_at) / (done - first_done), False
     return left * max(first_at - started, 0.0) / max(first_done, 1), True
 
 
@@ -89,6 +89,8 @@ class WorkProgress:
         self.detail = ""
         self.started = clock()
         self.first: tuple[int, float] | None = None
+        self.done_at = self.started
+        """When the latest unit finished (the pace is measured up to it, not up to now)."""
         self.last_line = self.started
         self.long_hint = ""
         """Printed once with the first estimate when it exceeds `long_after_s` (e.g. how to do less)."""
@@ -149,6 +151,8 @@ class WorkProgress:
                 self.detail = detail
             if done > max(self.done, self.base) and self.first is None:
                 self.first = (done - self.base, now)
+            if done > self.done:
+                self.done_at = now
             self.done = done
             self._redraw()
             left, _ = self.left(now)
@@ -177,9 +181,9 @@ class WorkProgress:
     # ------------------------------------------------------------------ figures
 
     def left(self, now: float | None = None) -> tuple[float | None, bool]:
+        """(seconds left, rough) at the pace so far (`time_left`); `now` is kept for callers' symmetry."""
         total = None if self.total is None else self.total - self.base
-        now = self.clock() if now is None else now
-        return time_left(self.done - self.base, total, self.started, self.first, now)
+        return time_left(self.done - self.base, total, self.started, self.first, self.done_at)
 
     def status(self, now: float | None = None) -> str:
         """One line: done/total, elapsed, time left, and what is being worked on."""

@@ -54,8 +54,8 @@ def test_off_a_terminal_the_work_is_announced_then_reported_at_least_every_perio
     progress.tick()
     assert out.getvalue().splitlines()[-1] == "eval: the first 4 states took 40s: about 2m40s left"  # < 30 s since
     clock.now += 10.0
-    progress.tick()  # 30 s since the last line: pace after the first unit (4 in 30 s), not the warm-up
-    assert out.getvalue().splitlines()[-1] == "eval: 8/20 states, 1m10s elapsed, about 1m30s left; baseline 4/10"
+    progress.tick()  # 30 s since the last line: the pace after the first unit (4 in 20 s), not the warm-up
+    assert out.getvalue().splitlines()[-1] == "eval: 8/20 states, 1m10s elapsed, about 1m00s left; baseline 4/10"
 
 
 def test_a_long_job_says_how_to_do_less_with_its_first_estimate():
@@ -123,3 +123,29 @@ def test_the_command_sinks_announce_count_and_note():
     )
     assert any(line.startswith("audit: 8 verdicts from gold checker") for line in lines)
     assert any(line.startswith("audit: 8/8 verdicts") and "4.00 per second" in line for line in lines)
+
+
+def test_headless_training_off_a_terminal_says_the_step_running_and_the_in_training_eval():
+    from searchgrpo.events import RunStarted, StepFinished, TrainEvalProgress
+    from searchgrpo.terminal import ConsoleSink
+
+    console, out = log_console()
+    sink = ConsoleSink(console)
+    sink(RunStarted("r1", "runs/r1", "tiny", "cpu", 15, 5, 3, 10, 4, start_step=3))
+    clock = Clock()
+    sink.progress.clock = clock
+    sink.progress.started = sink.progress.last_line = clock.now
+    clock.now += 80.0  # the first step after a resume warms up
+    sink(StepFinished(4, 0, 15, {"time/step": 80.0}))
+    clock.now += 20.0
+    sink(StepFinished(5, 0, 15, {"time/step": 20.0}))
+    sink(TrainEvalProgress(5, 8, 32))
+    clock.now += 30.0
+    sink.progress.tick()
+    sink.close()
+    lines = out.getvalue().splitlines()
+    assert "train: 12 steps; the time left shows once the first is done" in lines
+    assert any(line.startswith("train: the first 1 steps took 1m20s") for line in lines)
+    assert lines[-1] == (
+        "train: 5/15 steps, 2m10s elapsed, about 3m20s left; in-training eval after step 5: 8/32 states"
+    )
