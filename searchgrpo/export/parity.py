@@ -14,9 +14,11 @@ teacher-forced. Per token: the log-prob each model gives it, each model's top-1 
 reference's top-two margin. The figures (`parity_figures`): max and mean |delta log-prob|, the
 share of positions whose top-1 token agrees, and the disagreements that are not near ties (the
 reference's margin above `Tolerance.tie`). Tolerances per dtype (`TOLERANCES`) come from measured
-rounding (docs/evaluation.md, "Merge parity": `benchmarks/merge_parity.py`), with headroom; a merge
-that drops the adapter, scales it wrongly or loads damaged weights lands far outside them. Log-probs
-that are not finite fail at once and say which model produced them.
+rounding (docs/evaluation.md, "Merge parity": `benchmarks/merge_parity.py`), with headroom. A
+damaged adapter gives non-finite log-probs and fails at once, naming the model that produced them;
+a dropped or mis-scaled adapter fails in float16 and float32 and on an adapter that moved the
+model (the tiny model's), but not in bfloat16 while the adapter's effect is still below bfloat16's
+own rounding (SmolLM2 after 15 demo steps): then the served model would not differ either.
 """
 
 from __future__ import annotations
