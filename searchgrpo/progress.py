@@ -106,12 +106,13 @@ class WorkProgress:
 
     def __enter__(self) -> WorkProgress:
         if self.terminal:
-            from rich.progress import BarColumn, Progress, TextColumn
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._bar = Progress(
                 TextColumn("[bold]{task.fields[label]}"),
                 BarColumn(),
                 TextColumn("{task.fields[count]}"),
+                TimeElapsedColumn(),
                 TextColumn("{task.fields[left]}"),
                 TextColumn("{task.fields[detail]}"),
                 console=self.console,
@@ -137,6 +138,7 @@ class WorkProgress:
         were done before (a resumed run: its steps count from there)."""
         with self._lock:
             self.total, self.unit, self.base = total, unit, base
+            self.started = self.done_at = self.clock()  # the work begins now (loading came before)
             amount = f"{total - base} {unit}" if total is not None else unit
             self._say(f"{self.label}: {amount}{what}; the time left shows once the first is done")
             self._redraw()
@@ -160,8 +162,9 @@ class WorkProgress:
             if not self._estimated and left is not None and not finished:
                 self._estimated = True
                 hint = f" ({self.long_hint})" if self.long_hint and left > self.long_after_s else ""
+                total = "?" if self.total is None else self.total - self.base
                 self._say(
-                    f"{self.label}: the first {done - self.base} {self.unit} took {fmt_seconds(now - self.started)}: "
+                    f"{self.label}: {done - self.base}/{total} {self.unit} in {fmt_seconds(now - self.started)}: "
                     f"about {fmt_seconds(left)} left{hint}"
                 )
             elif not self.terminal and (finished or now - self.last_line >= self.every_s):
@@ -189,6 +192,9 @@ class WorkProgress:
         """One line: done/total, elapsed, time left, and what is being worked on."""
         now = self.clock() if now is None else now
         left, rough = self.left(now)
+        if self.total is None and not self.unit:  # not announced yet: loading data, models
+            text = f"{self.label}: starting, {fmt_seconds(now - self.started)} elapsed"
+            return text + (f"; {self.detail}" if self.detail else "")
         amount = f"{self.done}/{self.total}" if self.total is not None else str(self.done)
         text = f"{self.label}: {amount} {self.unit}, {fmt_seconds(now - self.started)} elapsed"
         if left is not None:

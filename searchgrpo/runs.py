@@ -199,7 +199,7 @@ def train_headless(
     from searchgrpo.terminal import ConsoleSink, print_line
 
     control = TrainerControl()
-    console = ConsoleSink(show_failure=False)
+    console = ConsoleSink(show_failure=False).open()
     trainers: list[Any] = []
     try:
         with stop_on_signals(control, lambda text: print_line(console.console, text)):
@@ -214,8 +214,11 @@ def train_headless(
             )
     except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint for the step in progress
         where = newest_checkpoint_note(trainers[0]) if trainers else "no checkpoint was written yet"
+        console.close()
         print_line(console.console, f"aborted: {printable(where)}; continue with --resume")
         raise
+    finally:
+        console.close()
     if result.events_dropped:
         print_line(
             console.console,

@@ -88,6 +88,14 @@ class ConsoleSink:
         else:
             self.console.print(text, highlight=False, soft_wrap=True)
 
+    def open(self) -> ConsoleSink:
+        """Start the progress before the run does: loading the data and the model can take minutes
+        (an 8B model), and is never silent for more than 30 s off a terminal either."""
+        if self.progress is None:
+            self.progress = WorkProgress(self.console, "train").__enter__()
+            self.progress.set_detail("loading the data and the model")
+        return self
+
     def close(self) -> None:
         if self.progress is not None:
             self.progress.__exit__(None, None, None)
@@ -101,10 +109,10 @@ class ConsoleSink:
                 f"{event.num_train_states} train / {event.num_eval_states} eval states, "
                 f"{event.total_steps} steps -> {clean(event.run_dir)}"
             )
-            self.close()
-            self.progress = WorkProgress(self.console, "train").__enter__()
-            self.progress.start(event.total_steps, "steps", base=event.start_step)
-            self.progress.update(event.start_step, detail=f"step {event.start_step + 1} running")
+            progress = self.open().progress
+            assert progress is not None
+            progress.start(event.total_steps, "steps", base=event.start_step)
+            progress.update(event.start_step, detail=f"step {event.start_step + 1} running")
         elif isinstance(event, StepFinished):
             m = event.metrics
             self._last_step_s = m.get("time/step", 0)

@@ -48,11 +48,11 @@ def test_off_a_terminal_the_work_is_announced_then_reported_at_least_every_perio
     assert out.getvalue().splitlines()[-1] == "eval: 0/20 states, 30s elapsed"
     clock.now += 10.0
     progress.update(4, detail="baseline 4/10")  # the first unit: an estimate, said at once
-    assert out.getvalue().splitlines()[-1] == "eval: the first 4 states took 40s: about 2m40s left"
+    assert out.getvalue().splitlines()[-1] == "eval: 4/20 states in 40s: about 2m40s left"
     clock.now += 20.0
     progress.update(8)
     progress.tick()
-    assert out.getvalue().splitlines()[-1] == "eval: the first 4 states took 40s: about 2m40s left"  # < 30 s since
+    assert out.getvalue().splitlines()[-1] == "eval: 4/20 states in 40s: about 2m40s left"  # < 30 s since
     clock.now += 10.0
     progress.tick()  # 30 s since the last line: the pace after the first unit (4 in 20 s), not the warm-up
     assert out.getvalue().splitlines()[-1] == "eval: 8/20 states, 1m10s elapsed, about 1m00s left; baseline 4/10"
@@ -67,7 +67,7 @@ def test_a_long_job_says_how_to_do_less_with_its_first_estimate():
     clock.now += 60.0
     progress.update(10)
     assert out.getvalue().splitlines()[-1] == (
-        "eval: the first 10 states took 1m00s: about 1h39m left (--limit N scores fewer)"
+        "eval: 10/1000 states in 1m00s: about 1h39m left (--limit N scores fewer)"
     )
 
 
@@ -145,7 +145,7 @@ def test_headless_training_off_a_terminal_says_the_step_running_and_the_in_train
     sink.close()
     lines = out.getvalue().splitlines()
     assert "train: 12 steps; the time left shows once the first is done" in lines
-    assert any(line.startswith("train: the first 1 steps took 1m20s") for line in lines)
+    assert any(line.startswith("train: 1/12 steps in 1m20s") for line in lines)
     assert lines[-1] == (
         "train: 5/15 steps, 2m10s elapsed, about 3m20s left; in-training eval after step 5: 8/32 states"
     )
