@@ -145,3 +145,35 @@ async def test_every_key_while_a_job_runs_and_after_one_failed(cfg):
         await until(pilot, lambda: app.model.eval.status == "failed", "failed")
         await press_all(pilot, (*BROWSE, *CONTROLS), "a job failed")
         assert "the checker went away" in text_of(app, "#eval-status")
+
+
+class EvaluatingRun:
+    """A run whose in-training eval after step 1 is held at 6 of 32 states until the test says so."""
+
+    def __init__(self) -> None:
+        self.go_on = threading.Event()
+
+    def __call__(self, cfg, sink, control, run_dir, resume) -> None:
+        from searchgrpo.events import EvalFinished, RunFinished, TrainEvalProgress
+
+        sink(run_started(4))
+        for event in step_events(1, total=4):
+            sink(event)
+        sink(TrainEvalProgress(1, 6, 32))
+        self.go_on.wait()
+        sink(EvalFinished(1, {"eval/reward_mean": 0.2}))
+        sink(RunFinished(1, "stopped"))
+
+
+async def test_the_in_training_eval_shows_its_own_progress(cfg):
+    """Issue 26: during the in-training eval the header said only 'RUNNING step 8/8 ETA 0s'."""
+    runner = EvaluatingRun()
+    app = make_app(cfg, runner, start=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.model.run.eval_progress == (6, 32), "the eval's progress")
+        app.redraw()
+        assert "EVALUATING" in text_of(app, "#run-badge")
+        assert "in-training eval 6/32 states" in text_of(app, "#run-text")
+        runner.go_on.set()
+        await settle(pilot)
+        assert app.model.run.eval_progress is None and "EVALUATING" not in text_of(app, "#run-badge")
