@@ -89,7 +89,7 @@ def run_console(app: Any, *, exit_process: Callable[[int], None] = os._exit, **r
     return result
 
 
-LET_GO_S = 3.0
+LET_GO_S = 2.0
 """After `q` and "quit now" (or cancel the job and quit): how long the jobs' threads are given to
 stop (they check their cancel flag between decode steps) before the process ends anyway."""
 

@@ -184,6 +184,7 @@ def generate(
     replaying a CUDA graph), `fused` (`FusedDecoder`, replaying a CUDA graph on CUDA), or `auto`.
     `stop` (eval and merge jobs) is checked before every decode step: JobCancelled when set.
     """
+    check_cancel(stop, "cancelled while writing clues")  # before the prompts' forward pass, too
     generators = None
     if seeds is not None and not greedy:
         if len(seeds) != len(prompts):
