@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from textual import events, on, work
+from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
+from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from searchgrpo.config import Config
@@ -31,11 +31,13 @@ from searchgrpo.train.control import TrainerControl
 from tui.backend import Backend, CoreBackend, TrainRequest
 from tui.failures import report_failure, traceback_text
 from tui.inbox import EventInbox
+from tui.keys import KeyFeedback
 from tui.messages import EventsArrived
 from tui.model import Compared, ConsoleModel, Earlier, RunModel
+from tui.quitting import QuitFlow
+from tui.run_controls import RunControls
 from tui.screens.audit_pane import AuditPane
 from tui.screens.config_pane import ConfigPane
-from tui.screens.confirm import ChoiceScreen
 from tui.screens.eval_pane import EvalPane
 from tui.screens.log_pane import LogPane
 from tui.screens.merge_pane import MergePane
@@ -56,7 +58,7 @@ FIRST_FOCUS = {
 """What a tab focuses when shown, so its keys work at once."""
 
 
-class ConsoleApp(App[int]):
+class ConsoleApp(QuitFlow, KeyFeedback, RunControls, App[int]):
     """Train, eval, merge, config, log and audit tabs over one `ConsoleModel`.
 
     `source` is "live" (this app trains through `backend`), "attach" (follow the growing
@@ -65,6 +67,7 @@ class ConsoleApp(App[int]):
     """
 
     CSS_PATH = Path(__file__).parent / "app.tcss"
+    FIRST_FOCUS = FIRST_FOCUS
     TITLE = "searchgrpo"
     AUTO_FOCUS = None
     """Focus is set in `on_mount`: Textual's automatic focus could come after a tab key pressed at
@@ -85,9 +88,6 @@ class ConsoleApp(App[int]):
         *(Binding(f"alt+{i + 1}", f"show_tab('{tab}')", tab.title(), show=False) for i, tab in enumerate(TABS)),
         Binding("q", "quit", "Quit"),
     ]
-    RUN_KEYS = {"s": "start", "p": "pause", "x": "stop", "c": "checkpoint"}
-    GROUP_KEYS = {"d": "drill-down", "left_square_bracket": "older group", "right_square_bracket": "newer group"}
-    GROUP_KEYS |= {"f": "follow the newest group", "m": "smoothing"}
 
     def __init__(
         self,
@@ -269,36 +269,6 @@ class ConsoleApp(App[int]):
         self.model.note("info", f"starting training ({self.config_source})")
         self._train(self.control, self.training_done)
 
-    def action_pause(self) -> None:
-        run = self.model.run
-        if self.control is None or not run.active:
-            return
-        if self.control.pause.is_set():
-            self.control.pause.clear()
-            if run.status == "pausing":  # not paused yet: it simply goes on
-                run.status = "running"
-            self.notify("Resuming." if run.status == "paused" else "Going on without a pause.")
-        else:
-            self.control.pause.set()
-            if run.status == "running":
-                run.status = "pausing"
-            self.notify("Pausing after the current step.")
-        run.version += 1
-
-    def action_stop(self) -> None:
-        if self.control is None or not self.model.run.active:
-            return
-        self.control.stop.set()
-        self.model.run.status = "stopping"
-        self.model.run.version += 1
-        self.notify("Stopping after the current step, with a checkpoint.")
-
-    def action_checkpoint(self) -> None:
-        if self.control is None or not self.model.run.active:
-            return
-        self.control.save_now.set()
-        self.notify("A checkpoint will be written after the current step.")
-
     def action_group(self, move: str) -> None:
         """Browse the scored groups: older, newer, follow (the newest), or detail (full screen); `v`
         on a job tab switches between its form and its results."""
@@ -309,67 +279,8 @@ class ConsoleApp(App[int]):
             return
         getattr(self.query_one(TrainPane), f"action_{move}")()
 
-    def on_key(self, event: events.Key) -> None:
-        """Feedback for keys that do nothing here (a read-only console, no run, another tab), and
-        escape out of a text field (where digits type: then 1-6 switch tabs again)."""
-        if event.key == "escape" and isinstance(self.focused, Input):
-            event.stop()
-            self.query_one(FIRST_FOCUS[self.query_one(TabbedContent).active]).focus()
-            return
-        action = self.RUN_KEYS.get(event.key)
-        if action is not None and not self.check_action(action, ()):
-            self.notify(self.dead_run_key(action), severity="warning", timeout=4)
-            return
-        what = self.GROUP_KEYS.get(event.key) or ("views" if event.key == "v" else None)
-        if what and not self.check_action("group", ("view",) if event.key == "v" else ()):
-            where = "the Train, Eval, Merge and Audit tabs" if event.key == "v" else "the Train tab (1)"
-            self.notify(f"{event.key}: {what} works on {where}.", severity="warning", timeout=4)
-
-    def dead_run_key(self, action: str) -> str:
-        """Why `s`, `p`, `x` or `c` does nothing right now, and what does."""
-        if self.source != "live":
-            mode = "replays" if self.source == "replay" else "follows"
-            return (
-                f"This console {mode} a run: read-only. s, p, x and c steer a run it trains "
-                "(searchgrpo tui, or --resume)."
-            )
-        status = self.model.run.status
-        if action == "start":
-            return f"Training is {status} already; x stops it (s then starts a new run)."
-        if status == "stopping":
-            return "Training is stopping after the current step, with a checkpoint."
-        return "No training is running: s starts it."
-
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
-
-    async def action_quit(self) -> None:
-        """Quit; while training or a job runs, ask first (see `_quit_answered`)."""
-        jobs = [pane for pane in self.job_panes() if pane.running]
-        run = self.model.run
-        if self.source == "live" and run.active:
-            newest = f"step {run.checkpoints[-1].step}" if run.checkpoints else "none yet"
-            question = (
-                f"Training is {run.status} (step {run.step}/{run.total_steps}).\n\n"
-                "s: stop after this step, save a checkpoint, then quit\n"
-                f"q: quit now; the step in progress is not saved (newest checkpoint: {newest})\n"
-                "n: keep training"
-            )
-            if jobs:
-                question += f"\n\nThe running {' and '.join(p.JOB for p in jobs)} is cancelled either way."
-            choices = [("s", "Stop, then quit", "stop"), ("q", "Quit now", "now"), ("n", "Keep training", "keep")]
-            self.push_screen(ChoiceScreen(question, choices), self._quit_answered)
-            return
-        if jobs:
-            names = " and ".join(p.JOB for p in jobs)
-            question = (
-                f"The {names} is running.\n\nCancel it and quit? Nothing of it is kept: its "
-                "report or folder is written only when it finishes."
-            )
-            choices = [("y", f"Cancel the {names} and quit", "now"), ("n", "Keep it running", "keep")]
-            self.push_screen(ChoiceScreen(question, choices), self._quit_answered)
-            return
-        self.exit(self.exit_code_for_run())
 
     def job_panes(self) -> list[Any]:
         """The Eval, Merge and Audit panes (kept from the start: `launch.let_go` asks them about their
@@ -379,36 +290,8 @@ class ConsoleApp(App[int]):
                 self._job_panes = [self.query_one(EvalPane), self.query_one(MergePane), self.query_one(AuditPane)]
         return self._job_panes
 
-    def _quit_answered(self, answer: str | None) -> None:
-        if answer in (None, "keep"):
-            return
-        for pane in self.job_panes():
-            if pane.running:
-                pane.cancel()
-        if answer == "stop":
-            self.stop_and_quit()
-            return
-        self.quit_now = True
-        if self.control is not None:
-            self.control.stop.set()
-        self.exit(self.exit_code_for_run())
-
-    def unfinished_work(self) -> list[tuple[str, threading.Event]]:
-        """(what, its end) of the training and the jobs that have not returned yet."""
-        ends = [("training", self.training_done)] + [(p.JOB, p.job_ended) for p in self.job_panes()]
-        return [(name, end) for name, end in ends if end is not None and not end.is_set()]
-
     def exit_code_for_run(self) -> int:
         return 1 if self.model.run.status == "failed" else 0
-
-    def stop_and_quit(self) -> None:
-        """Stop the run after this step with a checkpoint, then quit (a confirmed `q`; SIGTERM, SIGHUP);
-        a running eval, merge or audit is cancelled."""
-        for pane in self.job_panes():
-            if pane.running:
-                pane.cancel()
-        self._quit_when_stopped = True
-        self.action_stop()
 
     def on_unmount(self) -> None:
         # A thread cannot be killed: ask the trainer and the jobs to end (`tui.launch.let_go` waits).

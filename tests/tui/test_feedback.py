@@ -136,6 +136,7 @@ async def test_every_key_while_a_job_runs_and_after_one_failed(cfg):
         await until(pilot, lambda: "The eval is still running." in said, "the notice")
         app.query_one("EvalPane").cancel()
         await until(pilot, lambda: app.model.eval.status == "cancelled", "cancelled")
+        app.redraw()
         assert "eval cancelled" in text_of(app, "#eval-status")
         backend.hold = False
         backend.eval_error = RuntimeError("the checker went away")
@@ -144,6 +145,7 @@ async def test_every_key_while_a_job_runs_and_after_one_failed(cfg):
         await pilot.click("#eval-run")
         await until(pilot, lambda: app.model.eval.status == "failed", "failed")
         await press_all(pilot, (*BROWSE, *CONTROLS), "a job failed")
+        app.redraw()
         assert "the checker went away" in text_of(app, "#eval-status")
 
 

@@ -221,8 +221,14 @@ def test_eval_pane_at_each_size(cfg, snap_compare, size, view):
         if view == "running":
             await until(pilot, backend.started.is_set, "the eval running")
         else:
-            await until(pilot, lambda: pilot.app.model.eval.status == "done", "the report")
-        pilot.app.query_one("#eval-policies").focus()
+            await until(
+                pilot, lambda: pilot.app.query_one("#eval-results").has_class("-has-report"), "the report shown"
+            )
+        narrow_report = size[0] < 110 and view == "report"  # the form is hidden: focus what shows
+        pilot.app.query_one("#eval-results" if narrow_report else "#eval-policies").focus()
+        await pilot.pause()
+        pilot.app.query_one("#eval-form .fields").scroll_home(animate=False)  # focusing may scroll it
+        pilot.app.refresh_bindings()
         pilot.app.redraw()
         await pilot.pause()
 
