@@ -165,7 +165,7 @@ class WorkProgress:
                 total = "?" if self.total is None else self.total - self.base
                 self._say(
                     f"{self.label}: {done - self.base}/{total} {self.unit} in {fmt_seconds(now - self.started)}: "
-                    f"about {fmt_seconds(left)} left{hint}"
+                    f"about {fmt_seconds(left)} left at the pace of the first (it may include loading){hint}"
                 )
             elif not self.terminal and (finished or now - self.last_line >= self.every_s):
                 self._say(self.status(now))

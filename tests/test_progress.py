@@ -48,11 +48,17 @@ def test_off_a_terminal_the_work_is_announced_then_reported_at_least_every_perio
     assert out.getvalue().splitlines()[-1] == "eval: 0/20 states, 30s elapsed"
     clock.now += 10.0
     progress.update(4, detail="baseline 4/10")  # the first unit: an estimate, said at once
-    assert out.getvalue().splitlines()[-1] == "eval: 4/20 states in 40s: about 2m40s left"
+    assert (
+        out.getvalue().splitlines()[-1]
+        == "eval: 4/20 states in 40s: about 2m40s left at the pace of the first (it may include loading)"
+    )
     clock.now += 20.0
     progress.update(8)
     progress.tick()
-    assert out.getvalue().splitlines()[-1] == "eval: 4/20 states in 40s: about 2m40s left"  # < 30 s since
+    assert (
+        out.getvalue().splitlines()[-1]
+        == "eval: 4/20 states in 40s: about 2m40s left at the pace of the first (it may include loading)"
+    )  # < 30 s since
     clock.now += 10.0
     progress.tick()  # 30 s since the last line: the pace after the first unit (4 in 20 s), not the warm-up
     assert out.getvalue().splitlines()[-1] == "eval: 8/20 states, 1m10s elapsed, about 1m00s left; baseline 4/10"
@@ -67,7 +73,8 @@ def test_a_long_job_says_how_to_do_less_with_its_first_estimate():
     clock.now += 60.0
     progress.update(10)
     assert out.getvalue().splitlines()[-1] == (
-        "eval: 10/1000 states in 1m00s: about 1h39m left (--limit N scores fewer)"
+        "eval: 10/1000 states in 1m00s: about 1h39m left at the pace of the first (it may include loading) "
+        "(--limit N scores fewer)"
     )
 
 
