@@ -284,6 +284,7 @@ def markdown(sweep: dict[str, Any]) -> str:
         "| recall@10 docs gain (95% CI) | share of the oracle's gain |",
         "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
+
     def num(figure: dict[str, Any], digits: int) -> str:
         """A figure's value, or a dash where it is undefined (kappa of a judge with one label)."""
         value = figure.get("value")

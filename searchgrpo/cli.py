@@ -326,7 +326,7 @@ def evaluate(
     from rich.console import Console
 
     from searchgrpo import runs
-    from searchgrpo.evaluate.inputs import EvalRequest
+    from searchgrpo.evaluate.inputs import EvalRequest, cancelled_note
     from searchgrpo.evaluate.report import eval_tables
     from searchgrpo.terminal import eval_progress, plain
 
@@ -349,8 +349,13 @@ def evaluate(
     ).validated()
     cfg, _ = load(config, overrides, ("data.strict=true",) if strict else ())
     console = Console()
-    with eval_progress(console) as sink:
-        path = runs.evaluate(cfg, request, sink)
+    unit = "questions (whole episodes)" if episodes else "states"
+    with eval_progress(Console(stderr=True), unit, "" if limit else "--limit N scores fewer") as sink:
+        try:
+            path = runs.evaluate(cfg, request, sink)
+        except KeyboardInterrupt:
+            done = sink.progress  # type: ignore[attr-defined]
+            interrupted(cancelled_note(done.done, done.total or 0, unit.split()[0]))
     for table in eval_tables(path):
         console.print(table)
     console.print(plain(f"report: {path}"), highlight=False)
@@ -397,7 +402,11 @@ def audit_checker(
     cfg, _ = load(config, overrides)
     console = Console()
     with audit_progress(Console(stderr=True)) as sink:
-        path = runs.audit_checker(cfg, request, sink)
+        try:
+            path = runs.audit_checker(cfg, request, sink)
+        except KeyboardInterrupt:
+            done = sink.progress  # type: ignore[attr-defined]
+            interrupted(f"audit interrupted after {done.done} of {done.total or 0} verdicts: no report written")
     for table in audit_tables(load_audit_report(path)):
         console.print(table)
     console.print(plain(f"report: {path}" + (f", plot: {path.with_suffix('.png')}" if plot else "")), highlight=False)
@@ -423,7 +432,7 @@ def merge(
 
     from searchgrpo import runs
     from searchgrpo.events import MergeFinished
-    from searchgrpo.export.merge import MergeRequest
+    from searchgrpo.export.merge import MergeRequest, MergesRefused
     from searchgrpo.terminal import merge_progress, print_merge_summary
 
     cfg, _ = load(config, overrides)
@@ -437,8 +446,25 @@ def merge(
     )
     console = Console()
     finished: list[MergeFinished] = []
-    with merge_progress(console, finished) as sink:
-        runs.merge(cfg, request, sink)
+    with merge_progress(Console(stderr=True), finished) as sink:
+        try:
+            runs.merge(cfg, request, sink)
+        except MergesRefused as exc:
+            print_merge_summary(console, finished)
+            typer.secho(
+                f"error: {len(exc.refused)} of {len(exc.refused) + len(exc.outputs)} merges refused "
+                f"({len(exc.outputs)} written); each reason and its remedy is above",
+                fg=typer.colors.RED,
+                err=True,
+            )
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            kept = ", ".join(Path(c).name for c in sink.kept)  # type: ignore[attr-defined]
+            interrupted(
+                f"merge interrupted: the merges of {kept} are complete and kept; the one in progress left nothing"
+                if kept
+                else "merge interrupted: nothing was written (a folder is written only once its merge passes)"
+            )
     print_merge_summary(console, finished)
 
 
@@ -469,17 +495,23 @@ def collect(
         overrides,
         (*((f"checker.backend={checker}",) if checker else ()), *(("data.strict=true",) if strict else ())),
     )
-    result = runs.collect(
-        cfg,
-        questions,
-        out,
-        limit=limit,
-        max_rounds=max_rounds,
-        seed=seed,
-        planner=planner,
-        executor=executor,
-        entity_manager=entity_manager,
-    )
+    try:
+        result = runs.collect(
+            cfg,
+            questions,
+            out,
+            limit=limit,
+            max_rounds=max_rounds,
+            seed=seed,
+            planner=planner,
+            executor=executor,
+            entity_manager=entity_manager,
+        )
+    except KeyboardInterrupt:
+        interrupted(
+            f"collect interrupted: every question finished so far is written in {printable(out)}; "
+            "the same command continues where it stopped"
+        )
     warnings, lines = result.summary_lines()
     for line in warnings:
         typer.echo(f"warning: {printable(line)}", err=True)
@@ -542,6 +574,12 @@ def serve(
         typer.secho(printable(text), fg=typer.colors.YELLOW if warning else None, err=warning)
 
     serve_until_interrupted(cfg, host=host, port=port, api_key_env=api_key_env, insecure=insecure, say=say)
+
+
+def interrupted(note: str) -> None:
+    """After Ctrl-C: say what was kept, then end as an abort does (exit 130, `main`)."""
+    typer.secho(printable(note), fg=typer.colors.YELLOW, err=True)
+    raise KeyboardInterrupt
 
 
 def main() -> None:

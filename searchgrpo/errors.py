@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import unicodedata
 from dataclasses import dataclass
+from typing import Any
 
 UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 """What a terminal may act on or hide rather than show: controls (ESC starts colour and cursor
@@ -48,6 +49,18 @@ def debug_enabled() -> bool:
 
 class UserError(Exception):
     """A problem with the user's input or environment, worded as one line with the fix."""
+
+
+class JobCancelled(UserError):
+    """A job (eval, merge, audit, collect) ended early because it was asked to stop: the console's
+    `q`, Ctrl-C. The message says what was kept."""
+
+
+def check_cancel(stop: Any, what: str) -> None:
+    """Raise JobCancelled(`what`) when `stop` (a threading.Event, or None) is set: the one
+    cooperative cancel check the long loops make between batches, states, tokens and stages."""
+    if stop is not None and stop.is_set():
+        raise JobCancelled(what)
 
 
 def one_line(text: object, limit: int | None = None) -> str:

@@ -129,6 +129,17 @@ class EvalFinished:
 
 
 @dataclass(frozen=True)
+class TrainEvalProgress:
+    """The in-training evaluation after step `step` has scored `done` of `total` states (this
+    process's share of the eval split)."""
+
+    step: int
+    done: int
+    total: int
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
 class CheckpointSaved:
     """A complete checkpoint was written."""
 
@@ -219,9 +230,14 @@ class MergeStarted:
     time: float = field(default_factory=_now)
 
 
+MERGE_STAGES = ("load", "reference", "merge", "save", "parity")
+"""The stages of one checkpoint's merge, in order; `MergeProgress` then says `done` or `refused`."""
+
+
 @dataclass(frozen=True)
 class MergeProgress:
-    """A merge stage (load, merge, save, parity) of one checkpoint: `done` of `total` units."""
+    """A merge stage of one checkpoint began (`MERGE_STAGES`; `done` of `total` stages finished
+    before it), or the checkpoint ended: stage `done` (its folder written) or `refused` (parity)."""
 
     checkpoint: str
     stage: str
@@ -232,10 +248,12 @@ class MergeProgress:
 
 @dataclass(frozen=True)
 class MergeFinished:
-    """`merge` wrote these model folders; `parity` holds each one's parity-check figures."""
+    """`merge` wrote these model folders; `parity` holds each one's parity-check figures, and
+    `refused` each merge that failed its parity check (checkpoint, output, reason with its remedy)."""
 
     outputs: list[str]
     parity: list[dict[str, Any]] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)
     time: float = field(default_factory=_now)
 
 
@@ -284,6 +302,7 @@ Event = (
     | GroupScored
     | StepFinished
     | EvalFinished
+    | TrainEvalProgress
     | CheckpointSaved
     | RunPaused
     | RunResumed

@@ -199,7 +199,7 @@ def train_headless(
     from searchgrpo.terminal import ConsoleSink, print_line
 
     control = TrainerControl()
-    console = ConsoleSink(show_failure=False)
+    console = ConsoleSink(show_failure=False).open()
     trainers: list[Any] = []
     try:
         with stop_on_signals(control, lambda text: print_line(console.console, text)):
@@ -214,8 +214,11 @@ def train_headless(
             )
     except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint for the step in progress
         where = newest_checkpoint_note(trainers[0]) if trainers else "no checkpoint was written yet"
+        console.close()
         print_line(console.console, f"aborted: {printable(where)}; continue with --resume")
         raise
+    finally:
+        console.close()
     if result.events_dropped:
         print_line(
             console.console,
@@ -329,7 +332,7 @@ def collect(cfg: Config, questions: str, out: Path, **options: Any) -> Any:
     from searchgrpo.episodes.collect import collect_to_folder
     from searchgrpo.terminal import count_progress
 
-    with count_progress("collect") as progress:
+    with count_progress("collect", "questions") as progress:
         return collect_to_folder(cfg, questions, out, progress=progress, **options)
 
 
@@ -344,5 +347,5 @@ def demo_world(out: Path, *, questions: int, distractors: int, seed: int, top_k:
     check_option("--distractors", DemoConfig, "distractors", distractors)
     check_option("--top-k", EnvConfig, "top_k", top_k)
     out = claim_output(out, DEMO_WORLD)
-    with count_progress("baseline multi-agent pass") as progress:
+    with count_progress("baseline multi-agent pass", "questions") as progress:
         return build_demo(out, DemoConfig(questions, seed, distractors), top_k=top_k, progress=progress)

@@ -23,6 +23,7 @@ from rich.markup import escape
 
 from searchgrpo.errors import one_line, printable
 from searchgrpo.events import (
+    MERGE_STAGES,
     AuditProgress,
     AuditStarted,
     CheckpointSaved,
@@ -30,7 +31,6 @@ from searchgrpo.events import (
     EvalProgress,
     EvalStarted,
     EventSink,
-    GroupScored,
     LogMessage,
     MergeFinished,
     MergeProgress,
@@ -41,7 +41,9 @@ from searchgrpo.events import (
     RunResumed,
     RunStarted,
     StepFinished,
+    TrainEvalProgress,
 )
+from searchgrpo.progress import WorkProgress
 
 
 def clean(text: Any) -> str:
@@ -66,31 +68,38 @@ def print_line(console: Any, text: str) -> None:
 
 
 class ConsoleSink:
-    """Headless progress on the terminal: a progress bar, one line per step, and notices."""
+    """Headless training on the terminal: a progress bar (off a terminal, a line at least every 30 s,
+    `progress.WorkProgress`), one line per step, and notices."""
 
     def __init__(self, console: Any = None, every: int = 1, show_failure: bool = True) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.console = console or Console(stderr=True)
         self.every = max(every, 1)
         self.show_failure = show_failure
         """False where the caller prints the error itself (the CLI's one `error:` line)."""
-        self._progress = Progress(
-            TextColumn("[bold]train"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[status]}"),
-            console=self.console,
-            transient=False,
-        )
-        self._task: Any = None
-        self._groups: list[GroupScored] = []
+        self.progress: WorkProgress | None = None
+        self._last_step_s = 0.0
 
     def _line(self, text: str) -> None:
         # soft_wrap: one message stays one line in a log file (rich would wrap it at 80 columns).
-        self.console.print(text, highlight=False, soft_wrap=True)
+        if self.progress is not None:
+            self.progress.note(text, markup=True)
+        else:
+            self.console.print(text, highlight=False, soft_wrap=True)
+
+    def open(self) -> ConsoleSink:
+        """Start the progress before the run does: loading the data and the model can take minutes
+        (an 8B model), and is never silent for more than 30 s off a terminal either."""
+        if self.progress is None:
+            self.progress = WorkProgress(self.console, "train").__enter__()
+            self.progress.set_detail("loading the data and the model")
+        return self
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(None, None, None)
+            self.progress = None
 
     def __call__(self, event: Any) -> None:
         if isinstance(event, RunStarted):
@@ -100,20 +109,13 @@ class ConsoleSink:
                 f"{event.num_train_states} train / {event.num_eval_states} eval states, "
                 f"{event.total_steps} steps -> {clean(event.run_dir)}"
             )
-            self._progress.start()
-            self._task = self._progress.add_task(
-                "train", total=event.total_steps, completed=event.start_step, status=""
-            )
-        elif isinstance(event, GroupScored):
-            self._groups.append(event)
+            progress = self.open().progress
+            assert progress is not None
+            progress.start(event.total_steps, "steps", base=event.start_step)
+            progress.update(event.start_step, detail=f"step {event.start_step + 1} running")
         elif isinstance(event, StepFinished):
             m = event.metrics
-            status = (
-                f"reward {m.get('reward/mean', 0):+.3f}  loss {m.get('loss/total', 0):+.2e}  "
-                f"{m.get('time/step', 0):.1f}s/step"
-            )
-            if self._task is not None:
-                self._progress.update(self._task, completed=event.step, status=status)
+            self._last_step_s = m.get("time/step", 0)
             if event.step % self.every == 0:
                 self._line(
                     f"step {event.step:>5}/{event.total_steps}  reward {m.get('reward/mean', 0):+.3f}"
@@ -122,7 +124,14 @@ class ConsoleSink:
                     f"  kl {m.get('loss/kl', 0):.2e}  clip {m.get('loss/clip_frac', 0):.3f}"
                     f"  {m.get('time/step', 0):.1f}s" + checker_summary(m)
                 )
-            self._groups.clear()
+            if self.progress is not None:
+                following = f"step {event.step + 1} running" if event.step < event.total_steps else "finishing"
+                self.progress.update(
+                    event.step, event.total_steps, detail=f"{following} (the last took {self._last_step_s:.1f}s)"
+                )
+        elif isinstance(event, TrainEvalProgress):
+            if self.progress is not None:
+                self.progress.set_detail(f"in-training eval after step {event.step}: {event.done}/{event.total} states")
         elif isinstance(event, EvalFinished):
             m = event.metrics
             self._line(
@@ -140,10 +149,10 @@ class ConsoleSink:
             style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
             self._line(f"[{style}]{clean(event.level)}[/]: {clean(one_line(event.text))}")
         elif isinstance(event, RunFinished):
-            self._progress.stop()
+            self.close()
             self._line(f"[bold]run {clean(event.reason)}[/] at step {event.step}")
         elif isinstance(event, RunFailed):
-            self._progress.stop()
+            self.close()
             if self.show_failure:
                 self._line(f"[bold red]run failed[/] at step {event.step}: {clean(one_line(event.error))}")
 
@@ -165,127 +174,94 @@ def checker_summary(metrics: dict[str, float]) -> str:
 
 
 @contextlib.contextmanager
-def eval_progress(console: Any) -> Iterator[EventSink]:
-    """A sink that shows one progress bar per evaluated policy (and warnings above them)."""
-    from rich.progress import Progress
-
-    with Progress(console=console, transient=True) as progress:
-        tasks: dict[str, Any] = {}
+def eval_progress(console: Any, unit: str = "states", long_hint: str = "") -> Iterator[EventSink]:
+    """A sink for `eval`: one bar over every policy's states (or questions); `long_hint` is said with
+    the first estimate when the eval will run more than ten minutes (how to do less)."""
+    with WorkProgress(console, "eval") as progress:
+        progress.long_hint = long_hint
+        done: dict[str, int] = {}
 
         def sink(event: Any) -> None:
             if isinstance(event, EvalStarted):
-                for name in event.policies:
-                    tasks[name] = progress.add_task(f"eval {clean(name)}", total=event.states)
-            elif isinstance(event, EvalProgress) and event.policy in tasks:
-                progress.update(tasks[event.policy], completed=event.done)
+                done.update(dict.fromkeys(event.policies, 0))
+                progress.start(
+                    len(event.policies) * event.states,
+                    unit,
+                    f" ({len(event.policies)} policies x {event.states}: {', '.join(map(printable, event.policies))})",
+                )
+            elif isinstance(event, EvalProgress):
+                done[event.policy] = event.done
+                progress.update(sum(done.values()), detail=f"{event.policy} {event.done}/{event.total}")
             elif isinstance(event, LogMessage):
-                print_line(progress.console, f"{event.level}: {one_line(event.text)}")
+                progress.note(f"{event.level}: {one_line(event.text)}")
 
+        sink.progress = progress  # type: ignore[attr-defined]  # what was done, for a Ctrl-C note
         yield sink
 
 
 @contextlib.contextmanager
 def merge_progress(console: Any, finished: list[MergeFinished]) -> Iterator[EventSink]:
-    """A sink that shows one progress bar per merged checkpoint; MergeFinished goes to `finished`."""
-    from rich.progress import Progress
-
-    with Progress(console=console) as progress:
-        tasks: dict[str, Any] = {}
+    """A sink for `merge`: one bar over every checkpoint's stages; MergeFinished goes to `finished`.
+    Its `kept` lists the folders written so far (for a Ctrl-C note)."""
+    with WorkProgress(console, "merge") as progress:
+        stages: dict[str, int] = {}
+        kept: list[str] = []
 
         def sink(event: Any) -> None:
             if isinstance(event, MergeStarted):
-                for c in event.checkpoints:
-                    tasks[c] = progress.add_task(f"merge {clean(Path(c).name)}", total=5)
-            elif isinstance(event, MergeProgress) and event.checkpoint in tasks:
-                progress.update(
-                    tasks[event.checkpoint],
-                    completed=event.done + 1,
-                    description=f"merge {clean(Path(event.checkpoint).name)}: {clean(event.stage)}",
+                stages.update(dict.fromkeys(event.checkpoints, 0))
+                progress.start(
+                    len(event.checkpoints) * 5,
+                    "stages",
+                    f" ({len(event.checkpoints)} checkpoints x {', '.join(MERGE_STAGES)})",
                 )
+            elif isinstance(event, MergeProgress) and event.checkpoint in stages:
+                stages[event.checkpoint] = min(event.done, event.total)
+                if event.stage == "done":
+                    kept.append(event.checkpoint)
+                progress.update(sum(stages.values()), detail=f"{Path(event.checkpoint).name}: {event.stage}")
             elif isinstance(event, MergeFinished):
-                for task in tasks.values():
-                    progress.update(task, completed=5)
                 finished.append(event)
             elif isinstance(event, LogMessage):
-                print_line(progress.console, f"{event.level}: {one_line(event.text)}")
+                progress.note(f"{event.level}: {one_line(event.text)}")
 
+        sink.kept = kept  # type: ignore[attr-defined]
         yield sink
 
 
 @contextlib.contextmanager
 def audit_progress(console: Any, every_s: float = 30.0) -> Iterator[EventSink]:
     """A sink for `audit-checker`: a bar on a terminal; elsewhere (a log file, a pipe) one line per
-    `every_s` seconds at most and at least, from a timer, so a long audit is never silent."""
-    import threading
-    import time
+    `every_s` seconds at least, so a long audit is never silent (`progress.WorkProgress`)."""
+    with WorkProgress(console, "audit", every_s=every_s) as progress:
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        def sink(event: Any) -> None:
+            if isinstance(event, AuditStarted):
+                progress.start(event.pairs, "verdicts", f" from {event.checker}")
+            elif isinstance(event, AuditProgress):
+                rate = event.done / event.seconds if event.seconds else 0.0
+                progress.update(event.done, event.total, detail=f"{rate:.2f} per second")
+            elif isinstance(event, LogMessage):
+                progress.note(f"{event.level}: {one_line(event.text)}")
 
-    state = {"done": 0, "total": 0, "seconds": 0.0, "last": time.monotonic()}
-
-    def line() -> str:
-        rate = state["done"] / state["seconds"] if state["seconds"] else 0.0
-        return f"audit: {state['done']}/{state['total']} verdicts, {rate:.2f} per second"
-
-    if console.is_terminal:
-        with Progress(
-            TextColumn("[bold]audit"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console
-        ) as progress:
-            task = progress.add_task("audit", total=None)
-
-            def sink(event: Any) -> None:
-                if isinstance(event, AuditStarted):
-                    progress.update(task, total=event.pairs)
-                elif isinstance(event, AuditProgress):
-                    progress.update(task, completed=event.done, total=event.total)
-                elif isinstance(event, LogMessage):
-                    print_line(progress.console, f"{event.level}: {one_line(event.text)}")
-
-            yield sink
-        return
-    stopped = threading.Event()
-    lock = threading.Lock()
-
-    def say(text: str) -> None:
-        with lock:
-            state["last"] = time.monotonic()
-            print_line(console, text)
-
-    def beat() -> None:
-        while not stopped.wait(1.0):
-            if time.monotonic() - state["last"] >= every_s:
-                say(line() if state["total"] else "audit: preparing the pairs and the checker")
-
-    def sink(event: Any) -> None:
-        if isinstance(event, AuditStarted):
-            state["total"] = event.pairs
-            say(f"audit: {event.pairs} pairs with {event.checker}")
-        elif isinstance(event, AuditProgress):
-            state.update(done=event.done, total=event.total, seconds=event.seconds)
-            if event.done == event.total or time.monotonic() - state["last"] >= every_s:
-                say(line())
-        elif isinstance(event, LogMessage):
-            say(f"{event.level}: {one_line(event.text)}")
-
-    timer = threading.Thread(target=beat, name="audit-progress", daemon=True)
-    timer.start()
-    try:
+        sink.progress = progress  # type: ignore[attr-defined]
         yield sink
-    finally:
-        stopped.set()
-        timer.join()
 
 
 @contextlib.contextmanager
-def count_progress(label: str) -> Iterator[Callable[[int, int], None]]:
-    """A `progress(done, total)` callback drawing one bar (collect, demo-world)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+def count_progress(label: str, unit: str = "", console: Any = None) -> Iterator[Callable[[int, int], None]]:
+    """A `progress(done, total)` callback (collect, demo-world), as `progress.WorkProgress` shows it."""
+    from rich.console import Console
 
-    with Progress(
-        TextColumn(f"[bold]{escape(label)}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()
-    ) as progress:
-        task = progress.add_task(label, total=None)
-        yield lambda done, total: progress.update(task, completed=done, total=total)
+    with WorkProgress(console or Console(stderr=True), label) as progress:
+
+        def update(done: int, total: int) -> None:
+            if progress.total is None:  # the first call: what was done before (a resumed collect) is no work
+                progress.start(total, unit or "done", base=done)
+            progress.update(done, total)
+
+        update.progress = progress  # type: ignore[attr-defined]
+        yield update
 
 
 def print_health_checks(console: Any, results: list[Any]) -> None:
@@ -315,13 +291,28 @@ def print_config_table(console: Any, rows: list[tuple[str, Any, str]], source: s
 
 
 def print_merge_summary(console: Any, finished: list[MergeFinished]) -> None:
-    """One line per merged model: its folder and its parity figures."""
+    """One line per merged model (its folder and parity figures) and per merge refused (its reason
+    and remedy)."""
     for event in finished:
         for p in event.parity:
             line = plain(p["output"])
             line.stylize("green")
-            line.append(
-                f": parity passed ({p['dtype']}; max |dlogp| {p['max_abs_logprob_delta']:.2e}, "
-                f"greedy identical {p['greedy_identical']}/{p['probes']}, near ties {p['greedy_near_ties']})"
-            )
-            console.print(line, highlight=False)
+            line.append(f": parity passed ({parity_words(p)})")
+            console.print(line, highlight=False, soft_wrap=True)
+        for r in event.refused:
+            line = plain(r["checkpoint"])
+            line.stylize("red")
+            line.append(": refused: ")
+            line.append_text(plain(r["reason"]))
+            console.print(line, highlight=False, soft_wrap=True)
+
+
+def parity_words(p: dict[str, Any]) -> str:
+    """A parity check's figures in one phrase."""
+    if "top1_agreement" not in p:  # a merge folder written by an earlier version
+        return f"{p.get('dtype')}; max |dlogp| {p.get('max_abs_logprob_delta', 0):.2e}"
+    return (
+        f"{p['dtype']} against base + adapter in {p['dtype']}: max |dlogp| {p['max_abs_logprob_delta']:.2e}, "
+        f"mean {p['mean_abs_logprob_delta']:.2e}, top-1 agreement {p['top1_agreement']:.1%} "
+        f"of {p['tokens']} tokens, near ties {p['near_ties']}"
+    )

@@ -23,6 +23,7 @@ import math
 import os
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ def tracker_metrics(event: Any, groups: list[GroupScored]) -> dict[str, float]:
         for key, value in event.metrics.items():
             name = key.split("/", 1)[1] if key.startswith("reward/") else ""
             trl = f"rewards/{name}/mean" if name in COMPONENTS else TRL_NAMES.get(key) or OWN_NAMES.get(key, key)
-            out[f"train/{trl}"] = value
+            out[f"train/{trl.removeprefix('train/')}"] = value  # train/x, never train/train/x
         if groups:
             out["train/rewards/total/mean_group_std"] = sum(g.reward_std for g in groups) / len(groups)
         out["train/epoch"] = float(event.epoch)
@@ -111,9 +112,40 @@ def check_trackers(train: TrainConfig) -> None:
             )
 
 
+WANDB_OFFLINE = "set WANDB_MODE=offline to log the run locally (then `wandb sync` it), or run `wandb login`"
+"""What to do when W&B cannot log in."""
+
+
+def wandb_key_missing(environ: Mapping[str, str], netrc: Path) -> bool:
+    """Whether W&B would run online without any credentials it reads: no WANDB_API_KEY or
+    WANDB_IDENTITY_TOKEN_FILE, no `machine` entry for its host in `netrc` (`wandb login` writes one),
+    and WANDB_MODE not offline or disabled.
+
+    >>> wandb_key_missing({"WANDB_MODE": "offline"}, Path("/nonexistent"))
+    False
+    >>> wandb_key_missing({}, Path("/nonexistent"))
+    True
+    """
+    if environ.get("WANDB_MODE", "").strip().lower() in ("offline", "disabled", "dryrun"):
+        return False
+    if environ.get("WANDB_API_KEY") or environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return False
+    host = re.sub(r"^https?://", "", environ.get("WANDB_BASE_URL", "api.wandb.ai")).split("/")[0].split(":")[0]
+    try:
+        text = netrc.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True
+    return not re.search(rf"(?m)\bmachine\s+{re.escape(host)}\b", text)
+
+
 def open_trackers(train: TrainConfig, run_dir: Path, notify: EventSink) -> list[TrackerSink]:
-    """One sink per tracker of `train.report_to`, logging the run in `run_dir`."""
+    """One sink per tracker of `train.report_to`, logging the run in `run_dir`; a W&B without a key
+    is said at once, with the fix (it would otherwise fail at the first step and go untracked)."""
     check_trackers(train)
+    if "wandb" in train.report_to and wandb_key_missing(
+        os.environ, Path(os.environ.get("NETRC", "~/.netrc")).expanduser()
+    ):
+        notify(LogMessage("warning", f"wandb: no W&B API key found (WANDB_API_KEY, ~/.netrc); {WANDB_OFFLINE}"))
     kinds = {
         "tensorboard": TensorBoardTracker,
         "wandb": WandbTracker,
@@ -181,7 +213,8 @@ class TrackerSink:
                 self._failed = True
         except Exception as exc:  # a tracker must never stop training
             self.error = tracker_failure(exc)
-            self.notify(LogMessage("warning", f"{self.tracker.name}: stopped logging ({self.error})"))
+            hint = f"; {self.tracker.hint}" if getattr(self.tracker, "hint", "") else ""
+            self.notify(LogMessage("warning", f"{self.tracker.name}: stopped logging ({self.error}){hint}"))
 
     def close(self) -> None:
         if self._late:
@@ -206,6 +239,8 @@ class Tracker:
     """One tracker's calls: `start` at RunStarted, `log` per step and eval, `close` at the end."""
 
     name = ""
+    hint = ""
+    """Said when the tracker stops logging: how to keep the run tracked anyway."""
 
     def __init__(self, train: TrainConfig, run_dir: Path) -> None:
         self.train, self.run_dir = train, run_dir
@@ -261,6 +296,7 @@ class WandbTracker(Tracker):
     `{run_dir}/wandb/`; each step's groups also go to a `completions` table, as TRL's do."""
 
     name = "wandb"
+    hint = WANDB_OFFLINE
 
     def start(self, event: RunStarted) -> None:
         import wandb

@@ -197,12 +197,12 @@ def test_off_a_terminal_progress_is_a_line_at_least_every_period(tmp_path):
             sink(AuditStarted("gold", "gold checker", 10, "x.json"))
             sink(AuditProgress(4, 10, 2.0))
             deadline = time.monotonic() + 60  # hang guard only: the timer prints within a second
-            while "audit: 4/10 verdicts" not in out.read_text() and time.monotonic() < deadline:
+            while "2.00 per second" not in out.read_text() and time.monotonic() < deadline:
                 fh.flush()
                 time.sleep(0.05)
-            heartbeats = out.read_text().count("audit: 4/10")
+            heartbeats = out.read_text().count("audit: 4/10 verdicts,")
         text = out.read_text()
-    assert "audit: 10 pairs with gold checker" in text
+    assert "audit: 10 verdicts from gold checker" in text
     assert heartbeats >= 1 and "2.00 per second" in text
     assert not [t for t in threading.enumerate() if t.name == "audit-progress"]
 

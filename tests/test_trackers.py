@@ -17,7 +17,15 @@ import pytest
 from searchgrpo.config import load_config
 from searchgrpo.errors import UserError
 from searchgrpo.events import LogMessage
-from searchgrpo.trackers import TRL_NAMES, TrackerSink, check_trackers, open_trackers, tracker_metrics
+from searchgrpo.trackers import (
+    TRL_NAMES,
+    TrackerSink,
+    WandbTracker,
+    check_trackers,
+    open_trackers,
+    tracker_metrics,
+    wandb_key_missing,
+)
 from tests.conftest import tiny_config
 from tests.tui.scripted import scripted_run, step_events
 
@@ -67,6 +75,51 @@ def test_the_kl_penalty_is_logged_beside_trls_kl():
     finished.metrics.update({"loss/kl": 0.01, "loss/kl_penalty": 0.02})
     m = tracker_metrics(finished, groups)
     assert m["train/kl"] == 0.01 and m["train/kl_penalty"] == 0.02
+
+
+def test_our_train_metrics_get_the_prefix_once():
+    """Issue 26: `train/nonfinite_skipped` reached TensorBoard as `train/train/nonfinite_skipped`."""
+    *groups, finished = step_events(1, total=4)
+    finished.metrics["train/nonfinite_skipped"] = 1.0
+    m = tracker_metrics(finished, groups)
+    assert m["train/nonfinite_skipped"] == 1.0 and m["train/learning_rate"] == finished.metrics["train/lr"]
+    assert not [k for k in m if k.startswith("train/train/")]
+
+
+def test_a_wandb_without_a_key_is_said_at_once_with_the_fix(tmp_path, monkeypatch):
+    netrc = tmp_path / "netrc"
+    assert wandb_key_missing({}, netrc)  # no file
+    netrc.write_text("machine api.wandb.ai\n  login user\n  password 0123\n")
+    assert not wandb_key_missing({}, netrc)
+    assert wandb_key_missing({"WANDB_BASE_URL": "https://wandb.example.org"}, netrc)  # another host
+    assert not wandb_key_missing({"WANDB_API_KEY": "x"}, tmp_path / "none")
+    assert not wandb_key_missing({"WANDB_MODE": "offline"}, tmp_path / "none")
+    for name in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_MODE", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "none"))
+    notes: list[LogMessage] = []
+    open_trackers(load_config(None, ["train.report_to=[wandb]"]).train, tmp_path, notes.append)
+    (note,) = notes
+    assert note.level == "warning" and "no W&B API key found" in note.text and "WANDB_MODE=offline" in note.text
+
+
+def test_a_wandb_that_stops_logging_says_how_to_log_offline():
+    class Refused:
+        name, hint = "wandb", WandbTracker.hint
+
+        def start(self, event):
+            raise PermissionError("api_key not configured (no-tty)")
+
+        def close(self, failed):
+            pass
+
+    notes: list[LogMessage] = []
+    sink = TrackerSink(Refused(), notes.append)
+    for event in scripted_run(steps=1):
+        sink(event)
+    (note,) = notes
+    assert note.text.startswith("wandb: stopped logging (PermissionError: api_key not configured (no-tty));")
+    assert "WANDB_MODE=offline" in note.text
 
 
 def test_a_new_metric_never_becomes_the_folder_of_another():

@@ -15,6 +15,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -30,16 +31,18 @@ from searchgrpo.train.control import TrainerControl
 from tui.backend import Backend, CoreBackend, TrainRequest
 from tui.failures import report_failure, traceback_text
 from tui.inbox import EventInbox
+from tui.keys import KeyFeedback
 from tui.messages import EventsArrived
-from tui.model import Compared, ConsoleModel, RunModel
+from tui.model import Compared, ConsoleModel, Earlier, RunModel
+from tui.quitting import QuitFlow
+from tui.run_controls import RunControls
 from tui.screens.audit_pane import AuditPane
 from tui.screens.config_pane import ConfigPane
-from tui.screens.confirm import ConfirmScreen
 from tui.screens.eval_pane import EvalPane
 from tui.screens.log_pane import LogPane
 from tui.screens.merge_pane import MergePane
 from tui.screens.train_pane import TrainPane
-from tui.sources import MAX_LINE, STALL_AFTER, follow_events
+from tui.sources import MAX_LINE, STALL_AFTER, events_file, follow_events
 
 DRAIN = 2_000
 """Events folded into the model per turn of the event loop; input is handled between turns."""
@@ -55,7 +58,7 @@ FIRST_FOCUS = {
 """What a tab focuses when shown, so its keys work at once."""
 
 
-class ConsoleApp(App[int]):
+class ConsoleApp(QuitFlow, KeyFeedback, RunControls, App[int]):
     """Train, eval, merge, config, log and audit tabs over one `ConsoleModel`.
 
     `source` is "live" (this app trains through `backend`), "attach" (follow the growing
@@ -64,6 +67,7 @@ class ConsoleApp(App[int]):
     """
 
     CSS_PATH = Path(__file__).parent / "app.tcss"
+    FIRST_FOCUS = FIRST_FOCUS
     TITLE = "searchgrpo"
     AUTO_FOCUS = None
     """Focus is set in `on_mount`: Textual's automatic focus could come after a tab key pressed at
@@ -80,6 +84,8 @@ class ConsoleApp(App[int]):
         Binding("f", "group('follow')", "Follow"),
         Binding("m", "group('smooth')", "Smooth"),
         *(Binding(str(i + 1), f"show_tab('{tab}')", tab.title(), show=False) for i, tab in enumerate(TABS)),
+        # alt+1..6 switch tabs from a text field too (digits type into it; escape leaves it).
+        *(Binding(f"alt+{i + 1}", f"show_tab('{tab}')", tab.title(), show=False) for i, tab in enumerate(TABS)),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -121,6 +127,10 @@ class ConsoleApp(App[int]):
         self._remove_signal_handlers: Callable[[], None] | None = None
         self.training_done: threading.Event | None = None
         """Set when the training thread of the latest run has returned (its checkpoint written)."""
+        self.quit_now = False
+        self._job_panes: list[Any] = []
+        """The user chose to quit without waiting: `tui.launch.let_go` gives the jobs' threads a few
+        seconds to stop and then ends the process (the files they write are atomic)."""
 
     # ------------------------------------------------------------------ layout
 
@@ -229,8 +239,9 @@ class ConsoleApp(App[int]):
         info = self.model.run.info
         run_dir = Path(info.run_dir) if info else self.run_dir or self.backend.newest_run(self.cfg.train.output_dir)
         found = self.backend.checkpoints(run_dir)
-        self.query_one(EvalPane).set_policies(run_dir, found)
-        self.query_one(MergePane).set_checkpoints(run_dir, found)
+        with _panes_may_be_missing():  # a run that ends while the console closes
+            self.query_one(EvalPane).set_policies(run_dir, found)
+            self.query_one(MergePane).set_checkpoints(run_dir, found)
 
     # ------------------------------------------------------------------ training controls
 
@@ -240,9 +251,10 @@ class ConsoleApp(App[int]):
         if action == "start":
             return (self.source == "live" and not run.active) or None
         if action in ("pause", "stop", "checkpoint"):
-            return (self.source == "live" and run.status in ("running", "paused")) or None
-        if action == "group":  # the group browser's keys belong to the Train tab
-            return self.query_one(TabbedContent).active == "train"
+            return (self.source == "live" and run.status in ("running", "pausing", "paused")) or None
+        if action == "group":  # the group browser's keys belong to the Train tab; v to the job tabs too
+            active = self.query_one(TabbedContent).active
+            return active == "train" or (parameters == ("view",) and active in ("eval", "merge", "audit"))
         return True
 
     def action_start(self) -> None:
@@ -257,63 +269,36 @@ class ConsoleApp(App[int]):
         self.model.note("info", f"starting training ({self.config_source})")
         self._train(self.control, self.training_done)
 
-    def action_pause(self) -> None:
-        if self.control is None or not self.model.run.active:
-            return
-        if self.control.pause.is_set():
-            self.control.pause.clear()
-            self.notify("Resuming.")
-        else:
-            self.control.pause.set()
-            self.notify("Pausing after the current step.")
-
-    def action_stop(self) -> None:
-        if self.control is None or not self.model.run.active:
-            return
-        self.control.stop.set()
-        self.model.run.status = "stopping"
-        self.model.run.version += 1
-        self.notify("Stopping after the current step, with a checkpoint.")
-
-    def action_checkpoint(self) -> None:
-        if self.control is None or not self.model.run.active:
-            return
-        self.control.save_now.set()
-        self.notify("A checkpoint will be written after the current step.")
-
     def action_group(self, move: str) -> None:
-        """Browse the scored groups: older, newer, follow (the newest), or detail (full screen)."""
+        """Browse the scored groups: older, newer, follow (the newest), or detail (full screen); `v`
+        on a job tab switches between its form and its results."""
+        active = self.query_one(TabbedContent).active
+        if active != "train" and move == "view":
+            pane = {"eval": EvalPane, "merge": MergePane, "audit": AuditPane}[active]
+            self.query_one(pane).action_view()
+            return
         getattr(self.query_one(TrainPane), f"action_{move}")()
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
 
-    async def action_quit(self) -> None:
-        if self.source == "live" and self.model.run.active:
-            self.push_screen(
-                ConfirmScreen("Training is running.\nStop it (saving a checkpoint) and quit?", "Stop and quit"),
-                self._quit_confirmed,
-            )
-            return
-        self.exit(self.exit_code_for_run())
-
-    def _quit_confirmed(self, yes: bool | None) -> None:
-        if yes:
-            self._quit_when_stopped = True
-            self.action_stop()
+    def job_panes(self) -> list[Any]:
+        """The Eval, Merge and Audit panes (kept from the start: `launch.let_go` asks them about their
+        jobs once the console has closed)."""
+        if not self._job_panes:
+            with _panes_may_be_missing():
+                self._job_panes = [self.query_one(EvalPane), self.query_one(MergePane), self.query_one(AuditPane)]
+        return self._job_panes
 
     def exit_code_for_run(self) -> int:
         return 1 if self.model.run.status == "failed" else 0
 
-    def stop_and_quit(self) -> None:
-        """Stop the run after this step with a checkpoint, then quit (a confirmed `q`; SIGTERM, SIGHUP)."""
-        self._quit_when_stopped = True
-        self.action_stop()
-
     def on_unmount(self) -> None:
-        # A thread cannot be killed: ask the trainer to end, or the process would wait for it.
+        # A thread cannot be killed: ask the trainer and the jobs to end (`tui.launch.let_go` waits).
         if self.control is not None:
             self.control.stop.set()
+        for pane in self.job_panes():
+            pane.cancel()
         if self._remove_signal_handlers is not None:
             self._remove_signal_handlers()
 
@@ -336,6 +321,15 @@ class ConsoleApp(App[int]):
     @work(thread=True, exclusive=True, group="train", exit_on_error=False, description="training")
     def _train(self, control: TrainerControl, done: threading.Event) -> None:
         try:
+            if self.resume and self.run_dir is not None and not self.model.run.history:
+                # The run's history first (`tui --resume` shows every step), then its new steps.
+                follow_events(
+                    events_file(self.run_dir),
+                    lambda event: self.inbox.put(Earlier(event)),
+                    get_current_worker().cancelled_event,
+                    follow=False,
+                    max_line=self.max_line,
+                )
             self.backend.train(self.cfg, TrainRequest(self.run_dir, self.resume), self.inbox.put, control)
         finally:
             done.set()

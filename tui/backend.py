@@ -15,9 +15,9 @@ runs in a worker thread, sends core events to `sink` while it works, and returns
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from searchgrpo.config import Config
 from searchgrpo.evaluate.checker_audit import AuditRequest
@@ -64,9 +64,11 @@ class EvalDone:
 
 @dataclass(frozen=True)
 class MergeDone:
-    """Merge wrote these model folders."""
+    """Merge wrote these model folders; `refused` lists the merges that failed their parity check
+    (checkpoint, output, reason with its remedy): the job went on past them."""
 
     outputs: list[str]
+    refused: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -118,12 +120,14 @@ class CoreBackend:
         self, cfg: Config, request: MergeRequest, sink: EventSink, stop: threading.Event
     ) -> MergeDone | MergeRefused:
         from searchgrpo import runs
-        from searchgrpo.export.merge import OutputExists
+        from searchgrpo.export.merge import MergesRefused, OutputExists
 
         try:
             return MergeDone([str(p) for p in runs.merge(cfg, request, sink, stop)])
         except OutputExists as exc:
             return MergeRefused(list(exc.paths))
+        except MergesRefused as exc:
+            return MergeDone(exc.outputs, exc.refused)
 
     def audit(self, cfg: Config, request: AuditRequest, sink: EventSink, stop: threading.Event) -> AuditDone:
         import dataclasses

@@ -14,6 +14,8 @@ STATUS_STYLE = {
     "idle": "dim",
     "starting": "cyan",
     "running": "bold green",
+    "evaluating": "bold magenta",
+    "pausing": "yellow",
     "paused": "bold yellow",
     "stopping": "yellow",
     "completed": "bold cyan",

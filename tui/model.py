@@ -29,6 +29,7 @@ TRAIN_EVENTS = (
     ev.StepFinished,
     ev.EvalFinished,
     ev.CheckpointSaved,
+    ev.TrainEvalProgress,
     ev.RunPaused,
     ev.RunResumed,
     ev.RunFinished,
@@ -42,7 +43,7 @@ class JobModel:
 
     name: str
     status: str = "idle"
-    """idle | running | done | failed"""
+    """idle | running | done | failed | cancelled"""
     progress: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Units (a policy, a checkpoint, the audit's verdicts) to (done, total), in arrival order."""
     stages: dict[str, str] = field(default_factory=dict)
@@ -60,8 +61,8 @@ class JobModel:
         self.stages = {}
         self.version += 1
 
-    def fail(self, error: str) -> None:
-        self.status, self.error = "failed", error
+    def fail(self, error: str, status: str = "failed") -> None:
+        self.status, self.error = status, error
         self.version += 1
 
 
@@ -70,7 +71,7 @@ class RunModel:
     """A training run as the events tell it."""
 
     status: str = "idle"
-    """idle | starting | running | paused | stopping | completed | stopped | failed"""
+    """idle | starting | running | pausing | paused | stopping | completed | stopped | failed"""
     info: ev.RunStarted | None = None
     step: int = 0
     epoch: int = 0
@@ -91,6 +92,10 @@ class RunModel:
     """Groups ever received; tells the group browser that new ones arrived."""
     stalled_s: float = 0.0
     """An attached run's file has not grown for this many seconds (0: it is growing, or done)."""
+    first_step: int = 0
+    """The first step after the latest (re)start: it warms up, so the ETA leaves it out."""
+    eval_progress: tuple[int, int] | None = None
+    """The in-training eval's (done, total) states while it runs."""
 
     def clear(self) -> None:
         """Forget everything: another run starts in this console (widgets keep this object)."""
@@ -127,15 +132,18 @@ class RunModel:
         return [v for _, v in islice(reversed(self.history.get(key, ())), n)][::-1]
 
     def eta_seconds(self) -> float | None:
-        """Remaining steps times the mean step time of the last ten steps."""
-        times = self.last("time/step", 10)
+        """Remaining steps times the mean step time of the last ten steps, leaving out the first
+        step after a (re)start, which warms up (83 s where the next took 17 s); None until a step
+        after it is done."""
+        points = [(s, t) for s, t in islice(reversed(self.history.get("time/step", ())), 11) if s != self.first_step]
+        times = [t for _, t in points[:10]]
         if not times or not self.total_steps:
             return None
         return max(self.total_steps - self.step, 0) * sum(times) / len(times)
 
     @property
     def active(self) -> bool:
-        return self.status in ("starting", "running", "paused", "stopping")
+        return self.status in ("starting", "running", "pausing", "paused", "stopping")
 
     def apply(self, event: Any) -> None:
         self.version += 1
@@ -147,24 +155,37 @@ class RunModel:
             self.info, self.total_steps, self.step = event, event.total_steps, event.start_step
             self.epoch = event.start_step // max(event.steps_per_epoch, 1)
             self.status, self.error, self.traceback = "running", "", ""
+            self.first_step, self.eval_progress = event.start_step + 1, None
         elif isinstance(event, ev.GroupScored):
             self.groups.append(event)
             self.groups_added += 1
         elif isinstance(event, ev.StepFinished):
             self.step, self.epoch, self.total_steps = event.step, event.epoch, event.total_steps
             self.record(event.step, event.metrics)
+        elif isinstance(event, ev.TrainEvalProgress):
+            self.eval_progress = (event.done, event.total)
         elif isinstance(event, ev.EvalFinished):
+            self.eval_progress = None
             self.record(event.step, {k if k.startswith("eval/") else f"eval/{k}": v for k, v in event.metrics.items()})
         elif isinstance(event, ev.CheckpointSaved):
             self.checkpoints.append(event)
         elif isinstance(event, ev.RunPaused):
-            self.status = "paused"
+            self.status = "paused" if self.status != "stopping" else self.status
         elif isinstance(event, ev.RunResumed):
-            self.status = "running"
+            self.status = "running" if self.status != "stopping" else self.status
         elif isinstance(event, ev.RunFinished):
-            self.step, self.status = event.step, event.reason
+            self.step, self.status, self.eval_progress = event.step, event.reason, None
         elif isinstance(event, ev.RunFailed):
             self.status, self.error, self.traceback = "failed", event.error, event.traceback
+            self.eval_progress = None
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """An event from the run's history (`tui --resume` replays its events.jsonl first): it fills the
+    curves, groups and log, but never changes the state of the run this console is starting."""
+
+    event: Any
 
 
 @dataclass(frozen=True)
@@ -196,7 +217,13 @@ class ConsoleModel:
 
     def apply(self, event: Any) -> None:
         """Fold one core event into the model."""
-        if isinstance(event, TRAIN_EVENTS):
+        if isinstance(event, Earlier):
+            run = self.run
+            status, error, trace = run.status, run.error, run.traceback
+            self.apply(event.event)
+            run.status, run.error, run.traceback, run.eval_progress = status, error, trace, None
+            run.version += 1
+        elif isinstance(event, TRAIN_EVENTS):
             self.run.apply(event)
             line = _log_line(event)
             if line:
@@ -253,13 +280,15 @@ class ConsoleModel:
         else:
             job.status, job.result = "done", event
             if isinstance(event, ev.MergeFinished):
+                refused = {r.get("checkpoint") for r in event.refused}
                 job.progress = {unit: (total, total) for unit, (_, total) in job.progress.items()}
-                job.stages = dict.fromkeys(job.progress, "done")
-            where = (
-                event.path
-                if isinstance(event, (ev.EvalReportWritten, ev.AuditReportWritten))
-                else ", ".join(event.outputs)
-            )
+                job.stages = {unit: "refused" if unit in refused else "done" for unit in job.progress}
+            if isinstance(event, (ev.EvalReportWritten, ev.AuditReportWritten)):
+                where = event.path
+            else:
+                where = ", ".join(event.outputs) or "nothing written"
+                if event.refused:
+                    where += f"; {len(event.refused)} refused (reasons above)"
             self.note("info", f"{job.name} finished: {where}", time=event.time)
 
 

@@ -29,8 +29,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-"""The signals that stop the console's run with a checkpoint."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+"""The signals that stop the console's run with a checkpoint (SIGINT: `kill -INT`; a Ctrl-C typed
+in the console is a key, which says how to quit)."""
 EXIT_GRACE_S = 10.0
 """After a hang-up, how long the console may take to close by itself once training has ended."""
 
@@ -83,6 +84,8 @@ def install(app: Any) -> Callable[[], None]:
             app.stop_and_quit()
             return
         app.model.note("warning", f"{name}: quitting")
+        if not run.active:  # an eval, merge or audit is cancelled: `launch.let_go` gives it seconds
+            app.quit_now = True
         app.exit(app.exit_code_for_run())
 
     for sig in STOP_SIGNALS:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from searchgrpo.config import Config
-from searchgrpo.errors import UserError
+from searchgrpo.errors import UserError, check_cancel
 from searchgrpo.evaluate.audit_metrics import audit_figures, verdict_probs
 from searchgrpo.evaluate.audit_pairs import AuditPair, load_audit_data, sample_pairs, strata_counts
 from searchgrpo.events import AuditProgress, AuditReportWritten, AuditStarted, EventSink
@@ -117,8 +117,7 @@ def label_pairs(
     verdicts: list[Any] = []
     spent = first = 0.0
     for start in range(0, len(pairs), BATCH):
-        if stop is not None and stop.is_set():
-            raise UserError("the audit stopped before it finished; no report written")
+        check_cancel(stop, f"audit cancelled after {len(verdicts)} of {len(pairs)} verdicts: no report written")
         batch = [p.request for p in pairs[start : start + BATCH]]
         began = time.perf_counter()
         got = checker.check(batch)

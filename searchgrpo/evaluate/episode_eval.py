@@ -31,12 +31,13 @@ from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.clue_checks import invented_numbers, numbers_in, state_text
 from searchgrpo.episodes.play import Episode, play, question_starts
-from searchgrpo.errors import UserError
+from searchgrpo.errors import JobCancelled, UserError, check_cancel
 from searchgrpo.evaluate.clue_stats import clue_stats
 from searchgrpo.evaluate.held_out import held_out_overlap
 from searchgrpo.evaluate.inputs import (
     BASELINE,
     EvalRequest,
+    cancelled_note,
     eval_dataset,
     policy_specs,
     report_path,
@@ -83,19 +84,22 @@ def run_episode_eval(
     sink(EvalStarted([s.name for s in specs], len(starts), str(output)))
     played: dict[str, list[Episode]] = {}
     fallbacks: dict[str, dict[str, int]] = {}
+    episodes_done = 0
     try:
         for spec in specs:
-            if stop is not None and stop.is_set():
-                raise UserError("eval stopped before it finished; no report written")
+            check_cancel(stop, "")
             finished = 0
 
             def progress(_: Episode, name: str = spec.name) -> None:
-                nonlocal finished
+                nonlocal finished, episodes_done
                 finished += 1
+                episodes_done += 1
                 sink(EvalProgress(name, finished, len(starts)))
 
             with policy_on(cfg, spec.adapter, shared) as policy:
-                executor = PolicyExecutor(cfg, policy, use_adapter=spec.adapter is not None, seed=request.seed)
+                executor = PolicyExecutor(
+                    cfg, policy, use_adapter=spec.adapter is not None, seed=request.seed, stop=stop
+                )
                 played[spec.name] = play(
                     starts,
                     planner=RulePlanner(rounds),
@@ -109,6 +113,8 @@ def run_episode_eval(
                 )
                 fallbacks[spec.name] = {"clue_sets": executor.calls, "rule_fallbacks": executor.fallbacks}
                 del executor
+    except JobCancelled:
+        raise JobCancelled(cancelled_note(episodes_done, len(specs) * len(starts), "episodes")) from None
     finally:
         close = getattr(checker, "close", None)
         if callable(close):

@@ -161,3 +161,15 @@ def warn_skipped_inputs(issues: IssueLog, sink: EventSink, shown: int = 20) -> N
                 f"{len(issues)} malformed inputs skipped in all (data.strict / --strict stops at the first instead)",
             )
         )
+
+
+def cancelled_note(done: int, total: int, unit: str) -> str:
+    """What a cancelled eval kept, in words: nothing, since the report is written at the end.
+
+    >>> cancelled_note(40, 222, "states")[:58]
+    'eval cancelled after 40 of 222 states: no report written ('
+    """
+    return (
+        f"eval cancelled after {done} of {total} {unit}: no report written "
+        "(it is written once every policy is scored; --limit scores fewer)"
+    )

@@ -64,6 +64,8 @@ class EvalReport:
     curve: dict[str, list[float | None]] = field(default_factory=dict)
     """Episodes: each policy's evidence recall after rounds 1..N."""
     greedy: bool = True
+    rounds: int = 0
+    """Episodes: rounds per episode (rounds to full evidence is censored at rounds + 1)."""
 
 
 def load_report(path: str | Path) -> EvalReport:
@@ -123,6 +125,7 @@ def load_report(path: str | Path) -> EvalReport:
         clue_checks=data.get("clue_checks", {}),
         curve=data.get("curve", {}),
         greedy=bool(decoding.get("greedy", True)),
+        rounds=int(data.get("rounds", 0) or 0),
     )
 
 
@@ -144,14 +147,29 @@ def with_ci(value: Any, ci: Any, signed: bool = False) -> str:
     return f"{text} [{ci[0]:{spec}}, {ci[1]:{spec}}]" if _ci_ok(ci) else text
 
 
+def censored(value: Any, rounds: int) -> str | None:
+    """A median of rounds to full evidence past the last round played: '>N' (the questions not
+    fully covered count as rounds + 1, so 7.000 after 6 rounds means "not within 6"), else None.
+
+    >>> censored(7.0, 6), censored(6.5, 6), censored(4.0, 6), censored(None, 6)
+    ('>6', '>6', None, None)
+    """
+    if rounds and isinstance(value, (int, float)) and value > rounds:
+        return f">{rounds}"
+    return None
+
+
 def aggregate_rows(report: EvalReport) -> list[list[str]]:
-    """One row per metric: its label, then each policy's value with its 95% CI."""
+    """One row per metric: its label, then each policy's value with its 95% CI (a censored median
+    of rounds to full evidence as '>N')."""
     rows = []
     for key in report.metrics:
         row = [label(key)]
         for name in report.policies:
             agg = report.aggregate.get(name, {})
-            row.append(with_ci(agg.get(key), agg.get("ci", {}).get(key)))
+            value = agg.get(key)
+            beyond = censored(value, report.rounds) if key == "median_rounds_to_full" else None
+            row.append(beyond or with_ci(value, agg.get("ci", {}).get(key)))
         rows.append(row)
     return rows
 

@@ -26,13 +26,14 @@ import numpy as np
 
 from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
-from searchgrpo.errors import UserError
+from searchgrpo.errors import JobCancelled, check_cancel
 from searchgrpo.evaluate.clue_stats import clue_stats
 from searchgrpo.evaluate.held_out import held_out_overlap
 from searchgrpo.evaluate.inputs import (
     BASELINE,
     EvalRequest,
     PolicySpec,
+    cancelled_note,
     eval_dataset,
     eval_states,
     policy_specs,
@@ -78,10 +79,15 @@ def run_round_eval(
     env = make_env(cfg, dataset, policy=shared)
     sink(EvalStarted([s.name for s in specs], len(states), str(output)))
     scored: dict[str, list[ScoredState]] = {}
+    done = {s.name: 0 for s in specs}
+
+    def progress(name: str, finished: int, total: int) -> None:
+        done[name] = finished
+        sink(EvalProgress(name, finished, total))
+
     try:
         for spec in specs:
-            if stop is not None and stop.is_set():
-                raise UserError("eval stopped before it finished; no report written")
+            check_cancel(stop, "")
             with policy_on(cfg, spec.adapter, shared) as policy:
                 tok = policy.tokenizer
                 prompts = [Prompts(tok, cfg).encode(s) for s in states]
@@ -99,8 +105,11 @@ def run_round_eval(
                     num_samples=request.num_samples,
                     temperature=request.temperature,
                     budgets=cfg.eval.budgets,
-                    progress=lambda done, total, name=spec.name: sink(EvalProgress(name, done, total)),
+                    progress=lambda finished, total, name=spec.name: progress(name, finished, total),
+                    stop=stop,
                 )
+    except JobCancelled:
+        raise JobCancelled(cancelled_note(sum(done.values()), len(specs) * len(states), "states")) from None
     finally:
         close = getattr(env.checker, "close", None)
         if callable(close):

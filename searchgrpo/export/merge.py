@@ -1,13 +1,14 @@
 """`searchgrpo merge`: LoRA checkpoints merged into full models that transformers and vLLM load.
 
 For each checkpoint: load the base unquantised on the CPU (never 4-bit: merging into 4-bit weights
-is lossy), in the output dtype (16-bit by default), attach the adapter in float32, and record a
-reference: log-probs of a probe batch and greedy clues on a few states. Then merge
-(W + scale * B @ A, computed in float32 and rounded once to the output dtype), save safetensors,
-config, generation config and tokenizer into a temporary folder, reload that folder with
-`AutoModelForCausalLM.from_pretrained`, and check parity against the reference. Only a folder that
-passes is renamed to `{output_dir}/{base_name}-grpo-step{N}/`; a failure deletes it and says why,
-so an interrupted or failed merge never leaves a folder that looks complete.
+is lossy) in the output dtype (16-bit by default) with the adapter applied at run time, and record
+the reference: its greedy continuation of a few probe prompts and the scores it gives them. Then
+merge (W + scale * B @ A, computed in float32 and rounded once to the output dtype), save
+safetensors, config, generation config and tokenizer into a temporary folder, reload that folder,
+and check parity (`export/parity.py`: the merged model against the unmerged adapter model in the
+same dtype, with tolerances set from measured rounding). Only a folder that passes is renamed to
+`{output_dir}/{base_name}-grpo-step{N}/`; a failure deletes it, says why and names the remedy, and
+the next checkpoint is merged; the job ends with every folder written and every merge refused.
 
 Each merged folder also holds the prompt its checkpoint was trained with (`prompt_template.jinja`
 and `prompt.json`, also under "prompt" in `searchgrpo_merge.json`; see `export.merged_prompt`), so
@@ -17,15 +18,8 @@ Before any weight loads, `run_merge` checks the output folder (it must be a fold
 write: not a file, not on a read-only file system), removes the temporaries of merges that were
 killed (their writer's pid is gone), and checks that each adapter fits the base: every adapted
 layer exists in the base with the shapes its LoRA matrices need, read from the safetensors
-headers alone (`policy.model_files.adapter_fit`, which eval uses too).
-
-Parity tolerances (log-probs of the probe completion tokens, float32 compute): the merged model
-may differ from base + adapter only by rounding W + BA to the output dtype. Allowed: max |delta|
-of 1e-3 (float32), 0.05 (float16) or 0.25 (bfloat16), mean |delta| a tenth of that. On
-SmolLM2-135M with a strongly perturbed adapter the measured max |delta| was 2.4e-2 in bfloat16 and
-4.4e-3 in float16 (9.5e-6 in float32). Greedy clues must be identical, except where the
-reference's own top-two margin at the first differing token is within the max tolerance (a near
-tie that rounding may flip), which is reported, not failed.
+headers alone (`policy.model_files.adapter_fit`, which eval uses too), and that the checkpoint was
+trained on `model.base` (`checkpoint_adapter`): a wrong base is refused there, not by parity.
 """
 
 from __future__ import annotations
@@ -45,17 +39,24 @@ from searchgrpo.config import Config
 from searchgrpo.env.prompt_record import write_prompt_record
 from searchgrpo.env.prompt_template import load_template
 from searchgrpo.errors import UserError
-from searchgrpo.events import EventSink, LogMessage, MergeFinished, MergeProgress, MergeStarted
+from searchgrpo.events import MERGE_STAGES, EventSink, LogMessage, MergeFinished, MergeProgress, MergeStarted
 from searchgrpo.export.merged_prompt import MergePrompt, merge_prompt
+from searchgrpo.export.parity import (
+    PROBE_STATES,
+    TOLERANCES,
+    MergeCancelled,
+    ParityError,
+    check_stop,
+    greedy_continuations,
+    parity_figures,
+    remedy,
+    teacher_forced,
+)
 from searchgrpo.fileio import OutputKind, atomic_dir, claim_output, remove_stale_temporaries
 from searchgrpo.policy.model_files import adapter_fit, load_pretrained_checked
 from searchgrpo.train.checkpoints import STATE_FILE, checkpoint_adapter, list_checkpoints
 
-TOLERANCE = {"float32": 1e-3, "float16": 0.05, "bfloat16": 0.25}
-"""Max |delta log-prob| allowed per probe token, by output dtype (mean: a tenth of it)."""
-PROBE_STATES = 3
-PROBE_NEW_TOKENS = 24
-STAGES = ("load", "reference", "merge", "save", "parity")
+STAGES = MERGE_STAGES
 MERGE_INFO = "searchgrpo_merge.json"
 """Written into every merged model folder: how it was merged and its parity figures."""
 MERGED_MODEL = OutputKind("merged model folder", "--output-dir", folder=True, ours=lambda p: (p / MERGE_INFO).is_file())
@@ -77,8 +78,16 @@ class OutputExists(UserError):
         )
 
 
-class ParityError(UserError):
-    """The merged model does not reproduce base + adapter."""
+class MergesRefused(ParityError):
+    """Some merges failed their parity check (the others were written): `outputs` lists the
+    folders written, `refused` each refused merge's checkpoint, output and reason."""
+
+    def __init__(self, outputs: Sequence[str], refused: Sequence[dict[str, Any]], planned: int) -> None:
+        self.outputs, self.refused = list(outputs), list(refused)
+        first = self.refused[0]["reason"]
+        head = f"{len(self.refused)} of {planned} merges refused" if planned > 1 else "merge refused"
+        written = f"; {len(self.outputs)} written" if self.outputs else ""
+        super().__init__(f"{head}{written}: {first}" + (" (and more above)" if len(self.refused) > 1 else ""))
 
 
 @dataclass(frozen=True)
@@ -121,8 +130,8 @@ def _step_of(path: Path) -> int:
 
 def plan(cfg: Config, request: MergeRequest, base_name: str) -> list[MergeJob]:
     """The checkpoints to merge and their output folders; refuses existing outputs unless overwrite."""
-    if request.dtype not in TOLERANCE:
-        raise UserError(f"--dtype {request.dtype}: expected one of {', '.join(TOLERANCE)}")
+    if request.dtype not in TOLERANCES:
+        raise UserError(f"--dtype {request.dtype}: expected one of {', '.join(TOLERANCES)}")
     if request.checkpoints:
         paths = [Path(p) for p in request.checkpoints]
     else:
@@ -149,7 +158,13 @@ def plan(cfg: Config, request: MergeRequest, base_name: str) -> list[MergeJob]:
 def run_merge(
     cfg: Config, request: MergeRequest, sink: EventSink | None = None, stop: threading.Event | None = None
 ) -> list[Path]:
-    """Merge every planned checkpoint (see the module docstring); returns the output folders."""
+    """Merge every planned checkpoint (see the module docstring); returns the output folders.
+
+    A merge that fails its parity check is reported (a `LogMessage` naming its remedy) and the
+    next checkpoint is merged; at the end `MergeFinished` lists every folder written and every
+    merge refused, and `MergesRefused` is raised if any was. `stop` (the console's `q`, a Ctrl-C
+    handler) ends the job between stages and between probe tokens: the folders finished so far
+    stay, the one in progress is not written (`MergeCancelled`)."""
     from searchgrpo.policy.model import load_tokenizer, resolve_base
 
     sink = sink or (lambda e: None)
@@ -166,14 +181,27 @@ def run_merge(
         sink(LogMessage("warning", note))
     tokenizer = load_tokenizer(base.path)
     probe = _probe_prompts(cfg, tokenizer)
-    outputs, parity = [], []
+    outputs: list[Path] = []
+    parity: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
     for job in jobs:
-        if stop is not None and stop.is_set():
-            raise UserError("merge stopped; the folders finished so far are complete")
-        figures = merge_one(base.path, tokenizer, job, probe, request, sink, prompts[job.checkpoint])
+        check_stop(stop, f"the merge of {job.checkpoint.name} (not started)")
+        try:
+            figures = merge_one(base.path, tokenizer, job, probe, request, sink, prompts[job.checkpoint], stop)
+        except ParityError as exc:
+            refused.append({"checkpoint": str(job.checkpoint), "output": str(job.output), "reason": str(exc)})
+            sink(MergeProgress(str(job.checkpoint), "refused", len(STAGES), len(STAGES)))
+            sink(LogMessage("warning", f"refused: {exc}"))  # the job goes on with the next checkpoint
+            continue
+        except MergeCancelled as exc:
+            kept = ", ".join(str(p) for p in outputs) or "none"
+            raise MergeCancelled(f"{exc}; merged folders kept: {kept}") from None
         outputs.append(job.output)
         parity.append({"output": str(job.output), **figures})
-    sink(MergeFinished([str(p) for p in outputs], parity))
+        sink(MergeProgress(str(job.checkpoint), "done", len(STAGES), len(STAGES)))
+    sink(MergeFinished([str(p) for p in outputs], parity, refused))
+    if refused:
+        raise MergesRefused([str(p) for p in outputs], refused, len(jobs))
     return outputs
 
 
@@ -221,39 +249,38 @@ def merge_one(
     request: MergeRequest,
     sink: EventSink,
     prompt: MergePrompt | None = None,
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
+    """Merge one checkpoint into `job.output` if it passes the parity check; returns its figures."""
     import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
+
+    from searchgrpo.policy.sampling import stop_token_ids
 
     name = str(job.checkpoint)
 
     def progress(stage: str) -> None:
+        check_stop(stop, f"the merge of {job.checkpoint.name} ({stage})")
         sink(MergeProgress(name, stage, STAGES.index(stage), len(STAGES)))
 
     dtype = getattr(torch, request.dtype)
     progress("load")
-    # The base rounded to the output dtype, computed in float32: what a server of base + adapter
-    # in that dtype computes, so that the only difference left is rounding W + BA once.
-    model = load_pretrained_checked(base_path, "model.base", dtype=dtype).float().to(request.device)
-    model = PeftModel.from_pretrained(model, str(job.checkpoint / "adapter"))
-    model.eval()
+    model = load_adapter_model(base_path, job.checkpoint / "adapter", dtype, request.device)
     progress("reference")
-    ref_logp, completions = _probe_logprobs_and_greedy(model, tokenizer, probe, None)
+    continuations = greedy_continuations(model, probe, set(stop_token_ids(model, tokenizer)), stop)
+    reference = teacher_forced(model, probe, continuations, stop)
     progress("merge")
-    merged = model.merge_and_unload()
-    merged = merged.to(dtype).to("cpu")
+    merged = model.merge_and_unload().to("cpu")  # W + scale * B @ A in float32, rounded once to dtype
     with atomic_dir(job.output, overwrite=request.overwrite) as tmp:
         progress("save")
         merged.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         # The prompt the checkpoint was trained with, so the model is served with it (`merged_prompt`).
         prompt_json = write_prompt_record(tmp, prompt.template, prompt.sizes, prompt.source) if prompt else None
+        del merged, model
         progress("parity")
-        reloaded = AutoModelForCausalLM.from_pretrained(str(tmp), dtype=torch.float32).to(request.device)
+        reloaded = load_pretrained_checked(tmp, "the merged model", dtype=dtype).to(request.device)
         reloaded.eval()
-        got_logp, got_completions = _probe_logprobs_and_greedy(reloaded, tokenizer, probe, completions)
-        figures = parity_figures(ref_logp, got_logp, completions, got_completions, request.dtype)
+        figures = parity_figures(reference, teacher_forced(reloaded, probe, continuations, stop), request.dtype)
         (tmp / MERGE_INFO).write_text(
             json.dumps(
                 {
@@ -268,86 +295,20 @@ def merge_one(
             )
         )
         if not figures["passed"]:
-            raise ParityError(f"{job.output}: parity check failed ({figures['reason']}); nothing was written")
+            raise ParityError(
+                f"{job.output}: parity check failed against base + adapter in {request.dtype} "
+                f"({figures['reason']}); nothing was written. Remedy: {remedy(figures)}"
+            )
     return figures
 
 
-def _probe_logprobs_and_greedy(
-    model: Any, tokenizer: Any, probe: list[list[int]], completions: list[_Greedy] | None
-) -> tuple[Any, list[_Greedy]]:
-    """Greedy continuations of the probe prompts (with each step's top-two margin), and the
-    log-probs of the reference continuations (`completions`, or these if None) under `model`."""
-    import torch
+def load_adapter_model(base_path: Path, adapter: Path, dtype: Any, device: str) -> Any:
+    """The unmerged adapter model as it runs in `dtype`: the base's weights in `dtype` (never 4-bit)
+    with the adapter applied at run time by PEFT (its matrices kept in float32, so that merging
+    computes W + scale * B @ A in float32 and rounds it once)."""
+    from peft import PeftModel
 
-    from searchgrpo.policy.decoders import cache_argument
-    from searchgrpo.policy.logprobs import group_logprobs, make_group_batch
-    from searchgrpo.policy.sampling import stop_token_ids
-
-    stops = set(stop_token_ids(model, tokenizer))
-    cache_arg = cache_argument(model)
-    own: list[_Greedy] = []
-    with torch.no_grad():
-        for prompt in probe:
-            ids = torch.tensor([prompt])
-            tokens: list[int] = []
-            margins: list[float] = []
-            out = model(input_ids=ids, use_cache=True)
-            cache = getattr(out, "cache", None) or out.past_key_values
-            for _ in range(PROBE_NEW_TOKENS):
-                logits = out.logits[0, -1].float()
-                top2 = torch.topk(logits, 2)
-                token = int(top2.indices[0])
-                tokens.append(token)
-                margins.append(float(top2.values[0] - top2.values[1]))
-                if token in stops:
-                    break
-                out = model(input_ids=torch.tensor([[token]]), use_cache=True, **{cache_arg: cache})
-            own.append(_Greedy(tokens, margins))
-        scored = completions if completions is not None else own
-        batch = make_group_batch(probe, [c.tokens for c in scored], 1, tokenizer.pad_token_id, "cpu")
-        logp = group_logprobs(model, batch)
-        mask = batch.completion_mask.bool()
-    return logp[mask], own
-
-
-@dataclass(frozen=True)
-class _Greedy:
-    tokens: list[int]
-    margins: list[float]
-
-
-def parity_figures(
-    ref_logp: Any, got_logp: Any, ref: Sequence[_Greedy], got: Sequence[_Greedy], dtype: str
-) -> dict[str, Any]:
-    """Compare merged with base + adapter; `passed` and a `reason` when not."""
-    tol = TOLERANCE[dtype]
-    delta = (ref_logp - got_logp).abs()
-    max_delta, mean_delta = float(delta.max()), float(delta.mean())
-    identical, near_ties, reason = 0, 0, ""
-    for i, (r, g) in enumerate(zip(ref, got)):
-        if r.tokens == g.tokens:
-            identical += 1
-            continue
-        at = next((j for j, (a, b) in enumerate(zip(r.tokens, g.tokens)) if a != b), min(len(r.tokens), len(g.tokens)))
-        if at < len(r.margins) and r.margins[at] <= tol:
-            near_ties += 1
-        elif not reason:
-            reason = (
-                f"greedy clues of probe {i} differ at token {at}, where the reference's margin is {r.margins[at]:.3f}"
-            )
-    if max_delta > tol or mean_delta > tol / 10:
-        reason = (
-            reason
-            or f"log-probs differ by up to {max_delta:.4g} (mean {mean_delta:.4g}); allowed {tol} ({tol / 10} mean)"
-        )
-    return {
-        "passed": not reason,
-        "reason": reason,
-        "dtype": dtype,
-        "max_abs_logprob_delta": max_delta,
-        "mean_abs_logprob_delta": mean_delta,
-        "tolerance": tol,
-        "probes": len(ref),
-        "greedy_identical": identical,
-        "greedy_near_ties": near_ties,
-    }
+    model = load_pretrained_checked(base_path, "model.base", dtype=dtype).to(device)
+    model = PeftModel.from_pretrained(model, str(adapter))
+    model.eval()
+    return model

@@ -12,6 +12,7 @@ be read from a completion, the rule-based Executor's clues are used for that rou
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,8 +36,11 @@ class PolicyExecutor:
         batch_size: int | None = None,
         decoder: str = "auto",
         dedupe: bool = False,
+        stop: threading.Event | None = None,
     ) -> None:
         self.cfg = cfg
+        self.stop = stop
+        """Checked before every decode step (`eval --episodes` in the console): JobCancelled."""
         self.policy = policy
         self.use_adapter = use_adapter
         self.batch_size = batch_size
@@ -86,6 +90,7 @@ class PolicyExecutor:
                     greedy=True,
                     device=policy.device,
                     decoder=self.decoder,
+                    stop=self.stop,
                 )
                 generated += [g[0].text for g in groups]
         text_of = dict(zip(unique, generated)) if self.dedupe else None

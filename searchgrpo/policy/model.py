@@ -3,6 +3,8 @@
 - `resolve_base` turns `model.base` into a local Hugging Face folder. GGUF files, the embedded
   SmolLM2 among them, are de-quantised once by transformers (through the `gguf` package), copied
   into a fresh model and cached as safetensors under the cache root, so later loads take seconds.
+  The cached folder is named by the GGUF's content digest (`gguf_digest`), not its path: every
+  clone's .venv holds its own copy of the embedded GGUF, and each stored another 517 MB folder.
 - `load_policy` loads that folder in the configured dtype and device (4-bit through bitsandbytes
   on CUDA only), attaches a peft LoRA adapter, and enables gradient checkpointing if asked.
 - The reference policy is the same weights with the adapter disabled (`reference_mode`), never a
@@ -25,7 +27,7 @@ from typing import Any
 from searchgrpo.config import Config, LoraConfig, ModelConfig, cache_root
 from searchgrpo.embedded import EMBEDDED, EMBEDDED_NAME, embedded_gguf_path
 from searchgrpo.errors import UserError
-from searchgrpo.fileio import atomic_dir, save_model_here, writing_cache
+from searchgrpo.fileio import atomic_dir, atomic_write_text, save_model_here, writing_cache
 
 TINY = "tiny"
 
@@ -42,9 +44,50 @@ class BaseModel:
     """`model.base` as configured."""
 
 
-def _file_key(path: Path) -> str:
+DIGESTS = "gguf-digests.json"
+"""In the models cache: each GGUF's content digest by (path, size, mtime), so a file is read once."""
+
+
+def _path_key(path: Path) -> str:
+    """The converted folder's name before digests (by path): a folder of that name is reused."""
     st = path.stat()
     return hashlib.sha1(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:10]
+
+
+def gguf_digest(path: Path, cache: Path) -> str:
+    """The first 10 hex digits of the file's SHA-256: the same for every copy of the same model, so
+    that clones share one converted folder. Remembered in `cache/DIGESTS` by (path, size, mtime)."""
+    st = path.stat()
+    key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    index = cache / DIGESTS
+    try:
+        known = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if not isinstance(known, dict):
+        known = {}
+    digest = known.get(key)
+    if isinstance(digest, str) and len(digest) == 10:
+        return digest
+    sha = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            sha.update(block)
+    digest = sha.hexdigest()[:10]
+    cache.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(index, json.dumps({**known, key: digest}, indent=1))
+    return digest
+
+
+def converted_folder(gguf: Path, cache: Path, name: str) -> Path:
+    """Where the converted copy of `gguf` lives: `{name}-{digest}`; a folder converted before digests
+    (named by the file's path) is renamed to it rather than converted again."""
+    target = cache / f"{name}-{gguf_digest(gguf, cache)}"
+    older = cache / f"{name}-{_path_key(gguf)}"
+    if not target.exists() and (older / "config.json").is_file():
+        with contextlib.suppress(OSError):  # another process renamed it first
+            older.rename(target)
+    return target
 
 
 def resolve_base(cfg: Config) -> BaseModel:
@@ -55,7 +98,7 @@ def resolve_base(cfg: Config) -> BaseModel:
     if spec == EMBEDDED:
         gguf = embedded_gguf_path()
         with writing_cache(cache, "converted model"):
-            folder = convert_gguf(gguf, cache / f"{EMBEDDED_NAME}-{_file_key(gguf)}")
+            folder = convert_gguf(gguf, converted_folder(gguf, cache, EMBEDDED_NAME))
         return BaseModel(folder, EMBEDDED_NAME, spec)
     if spec == TINY:
         from searchgrpo.policy.tiny import ensure_tiny_model
@@ -67,7 +110,7 @@ def resolve_base(cfg: Config) -> BaseModel:
         if not path.is_file():
             raise UserError(f"model.base: GGUF file {path} not found")
         with writing_cache(cache, "converted model"):
-            folder = convert_gguf(path, cache / f"{path.stem}-{_file_key(path)}")
+            folder = convert_gguf(path, converted_folder(path, cache, path.stem))
         return BaseModel(folder, path.stem.split(".")[0], spec)
     if path.exists():
         if not (path / "config.json").is_file():

@@ -13,6 +13,7 @@ Log-probabilities of the sampled completions (for the loss) are in `searchgrpo.p
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.prompt_template import PromptTemplate, load_template
 from searchgrpo.env.prompts import build_messages
+from searchgrpo.errors import check_cancel
 from searchgrpo.policy.decoders import DynamicDecoder, FusedDecoder, StaticDecoder, resolve_decoder
 
 
@@ -181,6 +183,7 @@ def generate(
     device: Any = "cpu",
     seeds: Sequence[int] | None = None,
     decoder: str = "auto",
+    stop: threading.Event | None = None,
 ) -> list[list[Completion]]:
     """`num_samples` completions for each prompt, as [prompt][sample].
 
@@ -191,7 +194,9 @@ def generate(
     from torch's global RNG. `decoder` picks how decode steps run (`resolve_decoder`):
     `dynamic` (transformers' growing cache), `static` (`StaticDecoder`), `graph` (`StaticDecoder`
     replaying a CUDA graph), `fused` (`FusedDecoder`, replaying a CUDA graph on CUDA), or `auto`.
+    `stop` (eval and merge jobs) is checked before every decode step: JobCancelled when set.
     """
+    check_cancel(stop, "cancelled while writing clues")  # before the prompts' forward pass, too
     generators = None
     if seeds is not None and not greedy:
         if len(seeds) != len(prompts):
@@ -229,6 +234,7 @@ def generate(
         # that the host queues the next steps while the device runs. Extra steps only add padding.
         check_every = 8 if on_cuda else 1
         for i in range(max_new_tokens):
+            check_cancel(stop, "cancelled while writing clues")
             token = next_tokens(logits, temperature=temperature, top_p=top_p, greedy=greedy, generators=generators)
             token = torch.where(finished, torch.full_like(token, pad), token)
             steps.append(token)

@@ -8,6 +8,7 @@ the first B documents of the round-robin fused list) and nDCG (`searchgrpo.env.m
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -80,8 +81,10 @@ def score_policy(
     temperature: float = 1.0,
     budgets: Sequence[int] = (),
     progress: Callable[[int, int], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> list[ScoredState]:
-    """Clues for every state (greedy when num_samples == 1), run through `env`."""
+    """Clues for every state (greedy when num_samples == 1), run through `env`; `progress(done,
+    total)` after each batch; `stop` is checked before every decode step (JobCancelled)."""
     greedy = num_samples == 1
     per_call = max(1, batch_size // num_samples)
     out: list[ScoredState] = []
@@ -96,6 +99,7 @@ def score_policy(
             greedy=greedy,
             temperature=temperature,
             device=device,
+            stop=stop,
         )
         for i, group in zip(chunk, groups):
             state = states[i]

@@ -55,6 +55,7 @@ from searchgrpo.events import (
     RunResumed,
     RunStarted,
     StepFinished,
+    TrainEvalProgress,
 )
 from searchgrpo.fileio import atomic_write_text
 from searchgrpo.policy.sampling import Prompts
@@ -470,6 +471,7 @@ class Trainer:
             device=self.policy.device,
             batch_size=self.cfg.train.micro_batch_size,
             budgets=self.cfg.eval.budgets,
+            progress=lambda done, total: self.sink(TrainEvalProgress(self.step, done, total)),
         )
         rows = [row for part in self.dist.gather_json([state_summary(s) for s in scored]) for row in part]
         self.last_eval, self.last_eval_step = summarise(rows), self.step

@@ -172,7 +172,7 @@ def test_headless_progress_prints_data_literally():
     sink(RunStarted("run[/bold]\x1b[2J", "runs/[red]x", "model\x07", "cpu", 2, 1, 1, 2, 2))
     sink(StepFinished(1, 0, 2, {"reward/mean": 0.5, "loss/total": 3.2e-6, "loss/kl": 1e-4, "grad/norm": 0.4}))
     sink(LogMessage("warning", HOSTILE))
-    sink._progress.stop()
+    sink.close()
     text = out.getvalue()
     assert "run[/bold]\\x1b[2J" in text and "runs/[red]x" in text and "[bold red]river[/]" in text
     assert "\x1b]0;" not in text and "\x07" not in text

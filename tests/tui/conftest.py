@@ -18,7 +18,7 @@ from textual.worker import WorkerFailed
 from searchgrpo.config import load_config
 from tests.conftest import TINY_OVERRIDES
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner
-from tui.app import ConsoleApp
+from tui.app import TABS, ConsoleApp
 
 SIZE = (120, 40)
 
@@ -59,15 +59,26 @@ FIRST_FOCUS = {
     "3": "#merge-checkpoints",
     "4": "#config-table",
     "5": "#log-pane",
+    "6": "#audit-questions",
 }
 
 
 async def show_tab(pilot, key: str) -> None:
     """Press a tab's key and wait until its first widget has the focus (under load that comes
-    after the key; a click before it may land on the tab that was showing)."""
-    await pilot.press(key)
+    after the key; a click before it may land on the tab that was showing). A key pressed while the
+    app is still starting can be lost on a busy machine: it is pressed again, no time assumed."""
     target = pilot.app.query_one(FIRST_FOCUS[key])
-    await until(pilot, lambda: pilot.app.focused is target, f"tab {key}")
+    if pilot.app.query_one("TabbedContent").active == TABS[int(key) - 1]:
+        target.focus()  # showing already: the key would change nothing
+        await until(pilot, lambda: pilot.app.focused is target, f"tab {key}'s first widget")
+        return
+    for _ in range(20):
+        await pilot.press(key)
+        for _ in range(75):
+            if pilot.app.focused is target:
+                return
+            await pilot.pause(0.02)
+    raise AssertionError(f"never reached: tab {key}")
 
 
 async def settle(pilot) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from searchgrpo.env.clue_credit import clue_credit
 from searchgrpo.events import (
+    MERGE_STAGES,
     CheckpointSaved,
     DocView,
     EvalFinished,
@@ -237,9 +238,17 @@ class ScriptedRunner:
     """
 
     def __init__(
-        self, steps: int = 6, total: int | None = None, k: int = 4, gated: bool = False, fail_at: int | None = None
+        self,
+        steps: int = 6,
+        total: int | None = None,
+        k: int = 4,
+        gated: bool = False,
+        fail_at: int | None = None,
+        start_step: int = 0,
     ) -> None:
         self.steps, self.total, self.k = steps, total or steps, k
+        self.start_step = start_step
+        """A resumed run: it starts after this step (its checkpoint)."""
         self.gate = threading.Semaphore(0) if gated else None
         self.fail_at = fail_at
         self.calls: list[dict[str, Any]] = []
@@ -259,8 +268,8 @@ class ScriptedRunner:
             self.finished.set()
 
     def _play(self, sink, control) -> None:
-        sink(run_started(self.total))
-        step, reason = 0, "completed"
+        sink(run_started(self.total, self.start_step))
+        step, reason = self.start_step, "completed"
         while step < self.total:
             if control.pause.is_set() and not control.stop.is_set():
                 sink(RunPaused(step, T0))
@@ -344,14 +353,14 @@ def eval_report(policies: list[tuple[str, str | None]]) -> dict[str, Any]:
     }
 
 
-MERGE_STAGES = ("load", "reference", "merge", "save", "parity")
-
-
 class ScriptedBackend:
     """The console's backend with scripted jobs; records every request.
 
     `eval_error` / `merge_error`, when set, are raised by the next eval / merge. Merge refuses
-    existing outputs unless the request says overwrite, as the real one does.
+    existing outputs unless the request says overwrite, as the real one does, and fails the parity
+    check of the checkpoints in `parity_fails` (the others are written). With `hold`, eval and
+    merge send their first progress and then wait until their stop flag is set (the console's `q`
+    cancels them) and end as the real jobs do, with `JobCancelled`; `started` is set once they wait.
     """
 
     def __init__(self, runner: ScriptedRunner | None = None) -> None:
@@ -364,6 +373,19 @@ class ScriptedBackend:
         self.merge_requests: list[Any] = []
         self.eval_error: BaseException | None = None
         self.merge_error: BaseException | None = None
+        self.parity_fails: set[str] = set()
+        self.hold = False
+        self.started = threading.Event()
+
+    def _wait_for_cancel(self, stop, what: str) -> None:
+        from searchgrpo.errors import JobCancelled
+
+        if not self.hold:
+            return
+        self.started.set()
+        while not stop.wait(0.01):
+            pass
+        raise JobCancelled(f"{what} cancelled: nothing written")
 
     def train(self, cfg, request, sink, control) -> None:
         self.train_requests.append(request)
@@ -379,6 +401,8 @@ class ScriptedBackend:
             raise self.eval_error
         policies = ([("baseline", None)] if request.baseline else []) + [(Path(c).name, c) for c in request.checkpoints]
         sink(EvalStarted([n for n, _ in policies], 6, "evals/report.json", T0))
+        sink(EvalProgress(policies[0][0], 1, 6, T0))
+        self._wait_for_cancel(stop, "eval")
         for name, _ in policies:
             for done in range(1, 7):
                 sink(EvalProgress(name, done, 6, T0))
@@ -399,24 +423,44 @@ class ScriptedBackend:
         if existing and not request.overwrite:
             return MergeRefused(existing)
         sink(MergeStarted(list(request.checkpoints), request.output_dir, T0))
+        self._wait_for_cancel(stop, "merge")
+        refused = [
+            {"checkpoint": c, "output": o, "reason": f"{o}: parity check failed (scripted). Remedy: merge another"}
+            for c, o in zip(request.checkpoints, outputs)
+            if c in self.parity_fails
+        ]
+        outputs = [o for c, o in zip(request.checkpoints, outputs) if c not in self.parity_fails]
         for c in request.checkpoints:
             for i, stage in enumerate(MERGE_STAGES):
                 sink(MergeProgress(c, stage, i, len(MERGE_STAGES), T0))
+            ending = "refused" if c in self.parity_fails else "done"
+            sink(MergeProgress(c, ending, len(MERGE_STAGES), len(MERGE_STAGES), T0))
         for o in outputs:
             Path(o).mkdir(parents=True, exist_ok=True)
         parity = [
             {
                 "output": o,
-                "dtype": "bfloat16",
-                "max_abs_logprob_delta": 0.0012,
-                "greedy_identical": 4,
-                "probes": 4,
-                "greedy_near_ties": 0,
+                "dtype": request.dtype,
+                "compared_with": f"base + adapter in {request.dtype}",
+                "max_abs_logprob_delta": 0.0312,
+                "mean_abs_logprob_delta": 0.0041,
+                "top1_agreement": 0.9922,
+                "tokens": 128,
+                "near_ties": 1,
+                "flips": 0,
             }
             for o in outputs
         ]
-        sink(MergeFinished(outputs, parity, T0))
-        return MergeDone(outputs)
+        sink(MergeFinished(outputs, parity, refused, time=T0))
+        return MergeDone(outputs, refused)
+
+    def audit(self, cfg, request, sink, stop):
+        from searchgrpo.events import AuditProgress, AuditStarted
+
+        sink(AuditStarted("gold", "gold checker", request.pairs, "audits/a.json", T0))
+        sink(AuditProgress(1, request.pairs, 0.5, T0))
+        self._wait_for_cancel(stop, "audit")
+        raise RuntimeError("this scripted backend audits only with hold = True")
 
     def newest_run(self, output_dir):
         return self.disk.newest_run(output_dir)

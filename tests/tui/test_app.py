@@ -7,7 +7,7 @@ import json
 from searchgrpo.events import event_to_dict
 from tests.tui.conftest import SIZE, make_app, settle, show_tab, text_of, until
 from tests.tui.scripted import ScriptedRunner, run_started, scripted_run, step_events
-from tui.screens.confirm import ConfirmScreen
+from tui.screens.confirm import ChoiceScreen
 from tui.widgets import GroupTable, MetricTable, SampleDetail
 
 
@@ -135,11 +135,11 @@ async def test_quit_while_training_asks_then_stops_with_a_checkpoint(cfg):
         runner.allow(1)
         await until(pilot, lambda: app.model.run.step == 1, "step 1")
         await pilot.press("q")
-        assert isinstance(app.screen, ConfirmScreen)
+        assert isinstance(app.screen, ChoiceScreen)
         await pilot.press("n")
         assert app.is_running and not app.control.stop.is_set()
         await pilot.press("q")
-        await pilot.press("y")
+        await pilot.press("s")  # stop after this step with a checkpoint, then quit
         await until(pilot, lambda: runner.finished.is_set(), "trainer ended")
         await pilot.app.workers.wait_for_complete()
         await pilot.pause()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import DataTable, SelectionList
+from textual.widgets import DataTable, Select, SelectionList
 
 from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, text_of, until
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner
@@ -90,7 +90,8 @@ async def test_merge_asks_before_overwriting_and_reruns_only_when_confirmed(cfg)
         assert app.model.merge.status == "done"
         outputs = app.query_one("#merge-outputs", DataTable)
         assert outputs.get_row_at(0)[0] == "merged/tiny-grpo-step4"
-        assert [str(cell) for cell in outputs.get_row_at(0)[1:]] == ["bfloat16", "1.20e-03", "4/4", "0"]
+        assert [str(cell) for cell in outputs.get_row_at(0)[1:]] == ["3.12e-02", "4.10e-03", "99.2%", "1"]
+        assert outputs.border_title == "parity against base + adapter in bfloat16"
 
 
 async def test_merge_into_a_new_folder_needs_no_question(cfg):
@@ -121,3 +122,30 @@ async def test_job_requests_are_logged_in_words(cfg):
         texts = [e.text for e in app.model.log]
         assert "eval requested: baseline, step-000008 on 5 states, greedy" in texts
         assert not [t for t in texts if "{" in t]  # no raw dicts
+
+
+async def test_merge_offers_the_dtype_and_lists_the_merges_it_refused(cfg):
+    """The Merge tab merges every checkpoint the CLI can: its dtype is the CLI's --dtype, and a
+    checkpoint that fails parity is listed with its reason while the others are written."""
+    step4, step8 = str(make_checkpoint(RUN, 4)), str(make_checkpoint(RUN, 8))
+    backend = ScriptedBackend()
+    backend.parity_fails = {step4}
+    app = make_app(cfg, backend=backend, run_dir=RUN)
+    async with app.run_test(size=SIZE) as pilot:
+        await show_tab(pilot, "3")
+        app.query_one("#merge-checkpoints", SelectionList).select_all()
+        app.query_one("#merge-dtype", Select).value = "float16"
+        await pilot.click("#merge-run")
+        await until(pilot, lambda: app.model.merge.status == "done", "merged")
+        await settle(pilot)
+        (request,) = backend.merge_requests
+        assert request.dtype == "float16" and sorted(request.checkpoints) == sorted([step4, step8])
+        outputs = app.query_one("#merge-outputs", DataTable)
+        assert outputs.row_count == 1 and outputs.border_title == "parity against base + adapter in float16"
+        status = text_of(app, "#merge-status")
+        assert "step-000004  ████████████████ 5/5  refused" in status
+        assert "✖ step-000004 refused: merged/tiny-grpo-step4: parity check failed (scripted)" in status
+        assert "step-000008  ████████████████ 5/5  done" in status
+        texts = [e.text for e in app.model.log]
+        assert "merge requested: step-000008, step-000004 into merged/ in float16" in texts
+        assert any("1 refused" in t for t in texts)

@@ -15,7 +15,7 @@ from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, until
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner, scripted_run
 from tui.app import ConsoleApp
 from tui.launch import print_resume_hint, run_console
-from tui.screens.confirm import ConfirmScreen
+from tui.screens.confirm import ChoiceScreen, ConfirmScreen
 from tui.widgets import GroupTable, MetricTable, SampleDetail
 
 pytestmark = pytest.mark.slow  # the walks press every key in every state: minutes, the full tier
@@ -56,7 +56,7 @@ async def press_all(pilot, keys, state: str) -> None:
         await pilot.press(key)
         await pilot.pause()
         assert app.is_running and app._exception is None, f"{state}: the console died on {key!r}"
-        if isinstance(app.screen, ConfirmScreen):
+        if isinstance(app.screen, (ConfirmScreen, ChoiceScreen)):
             await pilot.press("n")
 
 

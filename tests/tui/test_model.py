@@ -5,11 +5,19 @@ from __future__ import annotations
 import json
 import threading
 
-from searchgrpo.events import EvalProgress, EvalStarted, JobFailed, event_to_dict
+from searchgrpo.events import (
+    EvalFinished,
+    EvalProgress,
+    EvalStarted,
+    JobFailed,
+    StepFinished,
+    TrainEvalProgress,
+    event_to_dict,
+)
 from tests.tui.scripted import run_started, scripted_run, step_events
 from tui.format import fmt_duration, printable, sparkline, thin
 from tui.inbox import EventInbox
-from tui.model import ConsoleModel
+from tui.model import ConsoleModel, Earlier
 from tui.sources import JsonlFollower, follow_events
 
 
@@ -204,3 +212,40 @@ def test_the_sample_view_shows_each_clues_credit_and_the_return():
     console = Console(width=120, record=True, file=io.StringIO())
     console.print(render_sample(plain))
     assert "credit" not in console.export_text() and "return" not in console.export_text()
+
+
+def test_the_eta_leaves_out_the_warm_up_step():
+    """Issue 26: after step 1 the ETA counted the warm-up step (18h22m shown)."""
+    model = ConsoleModel()
+    model.apply(run_started(12))
+    first = step_events(1)
+    first[-1] = StepFinished(1, 0, 12, {**first[-1].metrics, "time/step": 600.0})
+    for event in first:
+        model.apply(event)
+    assert model.run.eta_seconds() is None  # only the warm-up step: no pace yet
+    for event in step_events(2) + step_events(3):
+        model.apply(event)
+    assert model.run.eta_seconds() == 9 * 10.0  # steps 2 and 3 at 10 s; the 600 s step left out
+    model.apply(run_started(12, start_step=3))  # resumed: its first step warms up again
+    assert model.run.first_step == 4
+
+
+def test_history_of_a_resumed_run_never_changes_the_state_of_the_run_starting():
+    model = ConsoleModel()
+    model.run.status = "starting"
+    for event in scripted_run(steps=3, total=6):  # ends with RunFinished(completed)
+        model.apply(Earlier(event))
+    assert model.run.status == "starting" and model.run.active
+    assert [s for s, _ in model.run.history["reward/mean"]] == [1, 2, 3]
+    model.apply(run_started(6, start_step=2))
+    assert model.run.status == "running" and [s for s, _ in model.run.history["reward/mean"]] == [1, 2]
+
+
+def test_the_in_training_eval_shows_its_progress():
+    model = ConsoleModel()
+    for event in [run_started(8), *step_events(1)]:
+        model.apply(event)
+    model.apply(TrainEvalProgress(1, 6, 32))
+    assert model.run.eval_progress == (6, 32)
+    model.apply(EvalFinished(1, {"eval/reward_mean": 0.1}))
+    assert model.run.eval_progress is None

@@ -16,7 +16,7 @@ from textual.widgets import SelectionList
 
 from searchgrpo.events import RunStarted, StepFinished, event_to_dict
 from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, until
-from tests.tui.scripted import ScriptedRunner, run_started, scripted_run
+from tests.tui.scripted import ScriptedBackend, ScriptedRunner, run_started, scripted_run
 from tui.backend import EvalRequest, MergeRequest
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.eval_pane import EvalPane
@@ -198,3 +198,39 @@ def test_log_pane_of_a_replay(cfg, tmp_path, snap_compare):
     assert snap_compare(
         make_app(cfg, source="replay", events_path=Path("events.jsonl")), terminal_size=SIZE, run_before=run_before
     )
+
+
+@pytest.mark.parametrize(
+    "size, view",
+    [((80, 24), "running"), ((80, 24), "report"), ((120, 40), "running"), ((200, 50), "report")],
+    ids=["80x24-running", "80x24-report", "120x40-running", "200x50-report"],
+)
+def test_eval_pane_at_each_size(cfg, snap_compare, size, view):
+    """Issue 26: at 80x24 the Run button and the progress were off-screen and the results clipped
+    to the baseline column. Now the fields scroll above a run area that stays in view, and a narrow
+    pane shows the form or the results (v switches; the results show when the report is in)."""
+    make_checkpoint(Path("runs/20260101-000000"), 4)
+    step8 = str(make_checkpoint(Path("runs/20260101-000000"), 8))
+    backend = ScriptedBackend()
+    backend.hold = view == "running"
+
+    async def run_before(pilot):
+        await show_tab(pilot, "2")
+        pilot.app.query_one("#eval-policies", SelectionList).select(step8)
+        pilot.app.query_one(EvalPane).start(EvalRequest(baseline=True, checkpoints=[step8]))  # not a click: see above
+        if view == "running":
+            await until(pilot, backend.started.is_set, "the eval running")
+        else:
+            await until(
+                pilot, lambda: pilot.app.query_one("#eval-results").has_class("-has-report"), "the report shown"
+            )
+        narrow_report = size[0] < 110 and view == "report"  # the form is hidden: focus what shows
+        pilot.app.query_one("#eval-results" if narrow_report else "#eval-policies").focus()
+        await pilot.pause()
+        pilot.app.query_one("#eval-form .fields").scroll_home(animate=False)  # focusing may scroll it
+        pilot.app.refresh_bindings()
+        pilot.app.redraw()
+        await pilot.pause()
+
+    app = make_app(cfg, backend=backend, run_dir=Path("runs/20260101-000000"))
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

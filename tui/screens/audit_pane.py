@@ -50,18 +50,20 @@ class AuditPane(JobPane):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="audit-form", classes="form"):
-            yield Label("Checker audited", classes="section")
-            yield Static(id="audit-checker", classes="hint")
-            yield Label("Question set with gold (blank: the config's data)")
-            yield Input(id="audit-questions", placeholder="the config's data")
-            yield Label("Pairs (state, document)")
-            yield Input("500", id="audit-pairs", type="integer")
-            yield Label("Seed")
-            yield Input("0", id="audit-seed", type="integer")
-            yield Button(self.LABEL, id=self.BUTTON, variant="primary")
-            yield Static(id="audit-status")
-            yield ProgressBar(total=1, show_eta=False, id="audit-progress")
-        with VerticalScroll(id="audit-results"):
+            with VerticalScroll(classes="fields"):
+                yield Label("Checker audited", classes="section")
+                yield Static(id="audit-checker", classes="hint")
+                yield Label("Question set with gold (blank: the config's data)")
+                yield Input(id="audit-questions", placeholder="the config's data")
+                yield Label("Pairs (state, document)")
+                yield Input("500", id="audit-pairs", type="integer")
+                yield Label("Seed")
+                yield Input("0", id="audit-seed", type="integer")
+            with Vertical(classes="run-area"):
+                yield Button(self.LABEL, id=self.BUTTON, variant="primary")
+                yield Static(id="audit-status")
+                yield ProgressBar(total=1, show_eta=False, id="audit-progress")
+        with VerticalScroll(id="audit-results", classes="results"):
             yield Static("Run the audit to see how the checker agrees with gold.", id="audit-report-title")
 
     def on_mount(self) -> None:

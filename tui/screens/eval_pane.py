@@ -43,20 +43,22 @@ class EvalPane(JobPane):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="eval-form", classes="form"):
-            yield Label("Policies to compare", classes="section")
-            yield SelectionList[str](id="eval-policies")
-            yield Static(id="eval-run-dir", classes="hint")
-            yield Label("States (blank: the whole eval split)")
-            yield Input(id="eval-limit", placeholder="all", type="integer")
-            yield Label("Samples per state (1: greedy)")
-            yield Input("1", id="eval-samples", type="integer")
-            yield Checkbox("Whole episodes (per question)", id="eval-episodes")
-            yield Label("Rounds per episode (blank: eval.episode_rounds)")
-            yield Input(id="eval-rounds", placeholder="default", type="integer")
-            yield Button(self.LABEL, id=self.BUTTON, variant="primary")
-            yield Static(id="eval-status")
-            yield ProgressBar(total=1, show_eta=False, id="eval-progress")
-        with VerticalScroll(id="eval-results"):
+            with VerticalScroll(classes="fields"):
+                yield Label("Policies to compare", classes="section")
+                yield SelectionList[str](id="eval-policies")
+                yield Static(id="eval-run-dir", classes="hint")
+                yield Label("States (blank: the whole eval split)")
+                yield Input(id="eval-limit", placeholder="all", type="integer")
+                yield Label("Samples per state (1: greedy)")
+                yield Input("1", id="eval-samples", type="integer")
+                yield Checkbox("Whole episodes (per question)", id="eval-episodes")
+                yield Label("Rounds per episode (blank: eval.episode_rounds)")
+                yield Input(id="eval-rounds", placeholder="default", type="integer")
+            with Vertical(classes="run-area"):
+                yield Button(self.LABEL, id=self.BUTTON, variant="primary")
+                yield Static(id="eval-status")
+                yield ProgressBar(total=1, show_eta=False, id="eval-progress")
+        with VerticalScroll(id="eval-results", classes="results"):
             yield Static("Run eval to compare policies.", id="eval-report-title")
             yield DataTable(id="eval-aggregate", cursor_type="row", zebra_stripes=True)
             yield DataTable(id="eval-paired", cursor_type="row", zebra_stripes=True)

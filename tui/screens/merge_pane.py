@@ -1,9 +1,11 @@
-"""The Merge tab: choose checkpoints and an output folder, merge in a worker with progress.
+"""The Merge tab: choose checkpoints, the output dtype and folder, merge in a worker with progress.
 
 The pane runs merge through the backend in a thread worker (`JobPane`). Existing output folders
 are never replaced silently: when the backend answers `MergeRefused`, a dialog names them, and
 only an explicit "Overwrite" runs the merge again with overwrite=True. Each checkpoint has one
-bar: the stages it finished (load, reference, merge, save, parity), full once the merge is done.
+bar: the stages it finished (load, reference, merge, save, parity), full once its merge is done
+or refused. The dtype is the CLI's `--dtype` (bfloat16 by default, as vLLM serves); a merge that
+fails its parity check is listed with its reason and remedy, and the others are still written.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Any
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import Button, DataTable, Input, Label, SelectionList, Static
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Button, DataTable, Input, Label, Select, SelectionList, Static
 
 from searchgrpo.events import LogMessage
 from tui.backend import MergeDone, MergeRefused, MergeRequest
@@ -25,21 +27,29 @@ from tui.format import bar, plain, printable
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.job_pane import JobPane
 
+DTYPES = [("bfloat16 (default)", "bfloat16"), ("float16", "float16"), ("float32 (twice as big)", "float32")]
+"""The output dtypes `searchgrpo merge --dtype` takes, as the form offers them."""
+
 
 class MergePane(JobPane):
     """Merge form on the left, progress and results on the right."""
 
     JOB, BUTTON, LABEL = "merge", "merge-run", "Merge"
+    PROGRESS_VIEW = "results"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="merge-form", classes="form"):
-            yield Label("Checkpoints to merge", classes="section")
-            yield SelectionList[str](id="merge-checkpoints")
-            yield Static(id="merge-run-dir", classes="hint")
-            yield Label("Output folder ({base}-grpo-step{N}/ inside)")
-            yield Input("merged", id="merge-output")
-            yield Button(self.LABEL, id=self.BUTTON, variant="primary")
-        with Vertical(id="merge-results"):
+            with VerticalScroll(classes="fields"):
+                yield Label("Checkpoints to merge", classes="section")
+                yield SelectionList[str](id="merge-checkpoints")
+                yield Static(id="merge-run-dir", classes="hint")
+                yield Label("Output dtype (as it will be served)")
+                yield Select(DTYPES, value="bfloat16", allow_blank=False, id="merge-dtype")
+                yield Label("Output folder ({base}-grpo-step{N}/ inside)")
+                yield Input("merged", id="merge-output")
+            with Vertical(classes="run-area"):
+                yield Button(self.LABEL, id=self.BUTTON, variant="primary")
+        with VerticalScroll(id="merge-results", classes="results"):
             yield Static("Merged models will be listed here.", id="merge-status")
             yield DataTable(id="merge-outputs", cursor_type="row", zebra_stripes=True)
 
@@ -72,11 +82,14 @@ class MergePane(JobPane):
         if not output:
             self.notify("Name an output folder.", severity="warning")
             return
-        self.start(MergeRequest(list(chosen), output))
+        dtype = str(self.query_one("#merge-dtype", Select).value)
+        self.start(MergeRequest(list(chosen), output, dtype=dtype))
 
     def describe(self, request: MergeRequest) -> str:
         names = ", ".join(Path(c).name for c in request.checkpoints)
-        return f"{names} into {request.output_dir}/" + (" (overwriting)" if request.overwrite else "")
+        return f"{names} into {request.output_dir}/ in {request.dtype}" + (
+            " (overwriting)" if request.overwrite else ""
+        )
 
     def run_job(self, request: MergeRequest, stop: threading.Event) -> MergeDone | MergeRefused:
         return self.backend.merge(self.cfg, request, self.sink, stop)
@@ -84,6 +97,11 @@ class MergePane(JobPane):
     def use_result(self, result: MergeDone | MergeRefused) -> None:
         if isinstance(result, MergeDone):
             self.finish()
+            if result.refused:
+                self.notify(
+                    f"{len(result.refused)} merge(s) refused by the parity check; the reasons are in the pane.",
+                    severity="warning",
+                )
             return
         self.job.fail("output exists: " + ", ".join(result.existing))
         question = "These merged models already exist:\n\n" + "\n".join(result.existing) + "\n\nOverwrite them?"
@@ -100,35 +118,49 @@ class MergePane(JobPane):
         lines = Text()
         if job.status == "running":
             where = job.started.output_dir if job.started else "…"
-            lines.append(f"merging into {printable(where, one_line=True)}\n", style="bold")
+            dtype = getattr(self.request, "dtype", "")
+            lines.append(f"merging into {printable(where, one_line=True)} in {dtype}\n", style="bold")
         else:
             lines.append_text(self.status_head())
         for checkpoint, (done, total) in job.progress.items():
             name = printable(Path(checkpoint).name, one_line=True)
             stage = job.stages.get(checkpoint, "")
-            lines.append(f"{name}  {bar(done, total, 16)}  {stage}\n")
+            lines.append(f"{name}  {bar(done, total, 16)}  ")
+            lines.append(f"{stage}\n", style="bold red" if stage == "refused" else "")
+        for refused in getattr(job.result, "refused", None) or []:
+            lines.append(
+                f"✖ {printable(Path(str(refused.get('checkpoint'))).name, one_line=True)} refused: ", "bold red"
+            )
+            lines.append(f"{printable(str(refused.get('reason', '')), one_line=True)}\n")
         return lines
 
     def redraw_job(self) -> None:
         job = self.job
         table = self.query_one("#merge-outputs", DataTable)
-        if job.status != "done" or job.result is None:
+        table.display = job.status == "done" and bool(getattr(job.result, "parity", None))
+        if not table.display:
             return
         table.clear(columns=True)
-        table.add_columns("model folder", "dtype", "max |Δ log p|", "greedy same", "near ties")
+        table.add_columns("model folder", "max |Δlogp|", "mean |Δlogp|", "top-1", "ties")
+        dtypes = {str(p.get("dtype")) for p in job.result.parity} or {"–"}
+        table.border_title = f"parity against base + adapter in {', '.join(sorted(dtypes))}"
         parity = list(job.result.parity) + [{}] * len(job.result.outputs)
         for path, figures in zip(job.result.outputs, parity):
             table.add_row(*parity_cells(path, figures))
 
 
 def parity_cells(path: str, figures: dict[str, Any]) -> tuple[Any, ...]:
-    """A merged model's row: its folder and the parity check's figures, each in its own column."""
-    delta = figures.get("max_abs_logprob_delta")
-    identical, probes = figures.get("greedy_identical"), figures.get("probes")
+    """A merged model's row: its folder and the parity check's figures (against base + adapter in
+    the same dtype), each in its own column."""
+
+    def number(key: str, spec: str) -> Text:
+        value = figures.get(key)
+        return Text(f"{value:{spec}}" if isinstance(value, (int, float)) else "–", justify="right")
+
     return (
         plain(path),
-        plain(str(figures.get("dtype", "–"))),
-        Text(f"{delta:.2e}" if isinstance(delta, (int, float)) else "–", justify="right"),
-        Text(f"{identical}/{probes}" if identical is not None and probes is not None else "–", justify="right"),
-        Text(str(figures.get("greedy_near_ties", "–")), justify="right"),
+        number("max_abs_logprob_delta", ".2e"),
+        number("mean_abs_logprob_delta", ".2e"),
+        number("top1_agreement", ".1%"),
+        Text(str(figures.get("near_ties", "–")), justify="right"),
     )

@@ -37,8 +37,9 @@ class RunStatus(Widget):
             return
         self._drawn = (run.version, run.stalled_s)
         self.set_class(run.status == "failed", "-failed")
+        badge = "evaluating" if run.eval_progress is not None and run.status == "running" else run.status
         self.query_one("#run-badge", Static).update(
-            Text(f" {run.status.upper()} ", style=f"reverse {STATUS_STYLE.get(run.status, '')}")
+            Text(f" {badge.upper()} ", style=f"reverse {STATUS_STYLE.get(badge, '')}")
         )
         self.query_one("#run-text", Static).update(self._line(run))
         self.query_one("#run-hint", Static).update(self._hint(run))
@@ -58,7 +59,10 @@ class RunStatus(Widget):
         info = run.info
         epochs = max(info.epochs, 1)
         text.append(f"step {run.step}/{run.total_steps}", style="bold")
-        if run.active:
+        if run.eval_progress is not None:
+            done, total = run.eval_progress
+            text.append(f"  in-training eval {done}/{total} states", style="bold magenta")
+        elif run.active:
             text.append(f"  ETA {fmt_duration(run.eta_seconds())}", style="bold")
         text.append(f"  epoch {min(run.epoch + 1, epochs)}/{epochs}")
         if run.checkpoints:
@@ -85,14 +89,18 @@ class RunStatus(Widget):
         if self.source != "live" or run.info is None or not run.active:
             return Text()
         left = run.eta_seconds()
-        length = (
-            f"{run.total_steps} steps, about {fmt_duration(left)} left at this pace"
-            if left is not None
-            else f"{run.total_steps} steps; the time left shows after the first step"
-        )
+        if run.status == "pausing":
+            length = "pausing after the current step (p again: keep going)"
+        elif left is not None:
+            length = f"{run.total_steps} steps, about {fmt_duration(left)} left at this pace"
+        else:
+            length = (
+                f"{run.total_steps} steps; the time left shows after step {run.first_step + 1} "
+                f"(step {run.first_step} warms up)"
+            )
         return Text.assemble(
             (length, ""),
-            ("  ·  x stops with a checkpoint, and ", "dim"),
+            ("  ·  x: stop with a checkpoint; ", "dim"),
             ("searchgrpo tui --resume", "bold"),
-            (" continues the run later", "dim"),
+            (" continues it", "dim"),
         )
