@@ -35,7 +35,7 @@ common=(--train-set "$DATA/2wikimultihopqa.jsonl" --heldout "$DATA/hotpotqa.json
 sweep=(python benchmarks/judge_sweep.py --out "$OUT" --steps "$STEPS" --minutes "$MINUTES" --eval-limit "$EVAL_LIMIT"
        --train-set "$DATA/2wikimultihopqa.jsonl" --heldout "$DATA/hotpotqa.jsonl" "${sets[@]}")
 
-echo "$(date -u +%T) collecting the question sets once"
+echo "$(date -u +%T) converting the model and collecting the question sets, once"
 python - "$DATA" "$MODEL" $EXTRA <<'EOF' || exit 1
 import sys
 sys.path[:0] = [".", "benchmarks"]
@@ -44,8 +44,10 @@ from pathlib import Path
 from efficacy import EXPERIMENT, GOLD_JUDGE
 from searchgrpo.config import load_config
 from searchgrpo.episodes.collect import collect_question_set
+from searchgrpo.policy.model import resolve_base
 data, model, extra = sys.argv[1], sys.argv[2], [a for a in sys.argv[3:] if a != "--set"]
 cfg = load_config("config.yaml", [*EXPERIMENT, f"model.base={model}", *extra]).replace(**GOLD_JUDGE)
+resolve_base(cfg)  # a GGUF converted once here, not by six trainings at once
 for name in ("2wikimultihopqa.jsonl", "hotpotqa.jsonl"):
     collect_question_set(cfg, Path(data) / name)
 EOF
