@@ -54,6 +54,12 @@ def corrupt_copy(adapter: Path, into: Path, seed: int = 0) -> Path:
     return into
 
 
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def figures_for(cfg: Any, checkpoint: Path, dtype_name: str, probe: list[list[int]], tokenizer: Any) -> dict:
     import torch
 
@@ -166,7 +172,7 @@ def main() -> None:
         "run_dir": str(run_dir),
         "probe_prompts": len(probe),
         "prompt_tokens": [len(p) for p in probe],
-        "torch_threads": __import__("torch").get_num_threads(),
+        "torch_threads": torch_threads(),
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
