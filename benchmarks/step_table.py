@@ -315,6 +315,9 @@ def main() -> None:
         default="qwen3-8b",
         help="h200: the random model's shape (qwen3-tiny with --set model.device=cpu: a dry run)",
     )
+    parser.add_argument(
+        "--tokenizer", default=None, help="h200: tokenizer folder for the random model (default: SmolLM2's)"
+    )
     args = parser.parse_args()
     quiet_libraries()
     torch.set_num_threads(args.threads)
@@ -322,8 +325,8 @@ def main() -> None:
         from benchmarks.grpo_vs_trl import make_random_model
         from searchgrpo.policy.model import resolve_base
 
-        smollm2 = resolve_base(load_config(None, [])).path
-        args.model_folder = make_random_model(Path(args.model_dir) / args.shape, smollm2, args.shape)
+        tokenizer = Path(args.tokenizer) if args.tokenizer else resolve_base(load_config(None, [])).path
+        args.model_folder = make_random_model(Path(args.model_dir) / args.shape, tokenizer, args.shape)
         if args.out == parser.get_default("out"):
             args.out = ROOT / "benchmarks" / "results" / "step_table_h200.json"
     default = DEFAULT if args.preset == "cpu" else tuple(configurations("h200"))
