@@ -150,9 +150,7 @@ def run_health_checks(cfg: Config, source: str, *, with_model: bool = True) -> l
         try:
             result = env.step(list(state.original_clues))
         finally:
-            close = getattr(env.checker, "close", None)
-            if callable(close):
-                close()
+            env.checker.close()
         labels = {d.label.value for d in result.docs}
         return (
             f"{env.checker.name} checker labelled {len(result.docs)} documents "

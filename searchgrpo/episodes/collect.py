@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchgrpo.agents.checker import DocumentChecker, checker_stats
+from searchgrpo.agents.checker import DocumentChecker
 from searchgrpo.agents.rules import RULES_VERSION, RuleEntityManager, RuleExecutor, RulePlanner
 from searchgrpo.config import Config, cache_root
 from searchgrpo.data.questions import QuestionRecord
@@ -358,7 +358,7 @@ def collect_to_folder(
             progress=progress,
             **agents,
         )
-        checker_counters = checker_stats(checker) or {}
+        checker_counters = checker.stats() or {}
         external = getattr(retriever.corpus, "external", None)
         if external:  # documents only the search API knew: kept, so the traces and corpus belong together
             _, corpus_note = complete_corpus(corpus_path, [*documents, *external.values()])

@@ -111,9 +111,7 @@ def run_round_eval(
     except JobCancelled:
         raise JobCancelled(cancelled_note(sum(done.values()), len(specs) * len(states), "states")) from None
     finally:
-        close = getattr(env.checker, "close", None)
-        if callable(close):
-            close()
+        env.checker.close()
     report = build_report(cfg, request, specs, states, scored)
     report["held_out"] = held_out
     atomic_write_json(output, json_safe(report))
