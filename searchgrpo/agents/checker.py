@@ -133,10 +133,6 @@ class GoldChecker(CheckerDefaults):
         self._phrases: dict[str, list[str]] = {}
         self._padded: dict[str, str] = {}
 
-    def add_question(self, question_id: str, labels: QuestionLabels) -> None:
-        self.questions[question_id] = labels
-        self._phrases.pop(question_id, None)
-
     def _gold_phrases(self, question_id: str) -> list[str]:
         phrases = self._phrases.get(question_id)
         if phrases is None:

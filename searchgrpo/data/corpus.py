@@ -53,9 +53,6 @@ class Corpus:
         i = self._by_id.get(docid)
         return None if i is None else self.documents[i]
 
-    def index_of(self, docid: str) -> int:
-        return self._by_id[docid]
-
 
 def parse_document(obj: object) -> Document:
     """Validate one decoded JSON line; raises ValueError naming the bad field."""
