@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from searchgrpo.policy.fused_decode import RMS_NORMS, FusedStep, Unsupported, fused_layout, lora_factors
+from searchgrpo.policy.fused_decode import FusedStep
+from searchgrpo.policy.fused_layout import RMS_NORMS, Unsupported, fused_layout, lora_factors
 from searchgrpo.policy.split_attention import chunk_mask, split_mask_
 
 DECODERS = ("auto", "dynamic", "static", "graph", "fused")
