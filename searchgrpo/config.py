@@ -816,7 +816,8 @@ def describe(cfg: Config) -> list[tuple[str, Any, str]]:
     rows: list[tuple[str, Any, str]] = []
 
     def walk(obj: Any, prefix: str) -> None:
-        docs = field_docs(type(obj))
+        cls: type = type(obj)
+        docs = field_docs(cls)
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
             key = f"{prefix}{f.name}"
@@ -968,7 +969,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
     for name, value in data.items():
         key = prefix + name
         tp = hints[name]
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             kwargs[name] = _build(tp, value if value is not None else {}, key + ".", source)
             continue
         value = _coerce(value, tp, key, source)
