@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 def bootstrap_ci(
@@ -56,7 +57,7 @@ def mean_ci(values: Sequence[float], **kw) -> tuple[float, float]:
     return bootstrap_ci(np.asarray(values, dtype=np.float64), lambda s: s.mean(axis=1), **kw)
 
 
-def ratio_ci(found: Sequence[float], wanted: Sequence[float], **kw) -> tuple[float, float]:
+def ratio_ci(found: ArrayLike, wanted: ArrayLike, **kw) -> tuple[float, float]:
     """CI of a pooled ratio sum(found) / sum(wanted), resampling questions."""
     pairs = np.stack([np.asarray(found, np.float64), np.asarray(wanted, np.float64)], axis=1)
 
@@ -68,7 +69,7 @@ def ratio_ci(found: Sequence[float], wanted: Sequence[float], **kw) -> tuple[flo
 
 
 def paired_ratio_diff_ci(
-    num_a: Sequence[float], den_a: Sequence[float], num_b: Sequence[float], den_b: Sequence[float], **kw
+    num_a: ArrayLike, den_a: ArrayLike, num_b: ArrayLike, den_b: ArrayLike, **kw
 ) -> tuple[float, float]:
     """CI of sum(num_b)/sum(den_b) - sum(num_a)/sum(den_a) over the same questions (each pooled
     ratio with its own denominator, e.g. documents checked per IMPORTANT document found)."""
