@@ -9,10 +9,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from searchgrpo.config import TrainConfig
 from searchgrpo.events import GroupScored, RunStarted
+
+if TYPE_CHECKING:  # each library is imported only when its tracker starts
+    import trackio
+    import wandb
+    from torch.utils.tensorboard import SummaryWriter
 
 WANDB_OFFLINE = "set WANDB_MODE=offline to log the run locally (then `wandb sync` it), or run `wandb login`"
 """What to do when W&B cannot log in."""
@@ -55,6 +60,7 @@ class TensorBoardTracker(Tracker):
     steps after its checkpoint, so the curves do not double back."""
 
     name = "tensorboard"
+    writer: SummaryWriter | None = None
 
     def start(self, event: RunStarted) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -63,12 +69,13 @@ class TensorBoardTracker(Tracker):
         self.writer = SummaryWriter(str(self.run_dir / "tensorboard"), purge_step=event.start_step + 1)
 
     def log(self, metrics: dict[str, float], step: int, groups: list[GroupScored]) -> None:
+        assert self.writer is not None, "log before start"
         for key, value in metrics.items():
             self.writer.add_scalar(key, value, step)
         self.writer.flush()
 
     def close(self, failed: bool) -> None:
-        writer = getattr(self, "writer", None)
+        writer = self.writer
         if writer is not None:
             writer.close()
             self.writer = None
@@ -80,11 +87,12 @@ class WandbTracker(Tracker):
 
     name = "wandb"
     hint = WANDB_OFFLINE
+    run: wandb.Run | None = None
 
     def start(self, event: RunStarted) -> None:
         import wandb
 
-        if getattr(self, "run", None) is not None:
+        if self.run is not None:
             return
         run_id = re.sub(r"[^A-Za-z0-9_-]", "-", event.run_id)[:64]
         self.run = wandb.init(
@@ -102,17 +110,18 @@ class WandbTracker(Tracker):
 
         row: dict[str, Any] = dict(metrics)
         if groups:
-            columns = ["step", "state", "question", "sample", "clues", "reward", "advantage"]
+            columns: list[str | int] = ["step", "state", "question", "sample", "clues", "reward", "advantage"]
             data = [
                 [step, g.state_id, g.question, s.index, " | ".join(s.clues), s.reward, s.advantage]
                 for g in groups
                 for s in g.samples
             ]
             row["completions"] = wandb.Table(columns=columns, data=data)
+        assert self.run is not None, "log before start"
         self.run.log(row, step=step)
 
     def close(self, failed: bool) -> None:
-        run = getattr(self, "run", None)
+        run = self.run
         if run is not None:
             run.finish(exit_code=1 if failed else 0)
             self.run = None
@@ -160,21 +169,23 @@ class TrackioTracker(Tracker):
     show`); a resumed run continues the same trackio run."""
 
     name = "trackio"
+    run: trackio.Run | None = None
 
     def start(self, event: RunStarted) -> None:
         import trackio
 
-        if getattr(self, "run", None) is not None:
+        if self.run is not None:
             return
         self.run = trackio.init(
             project=self.project, name=event.run_id, config=event.config, resume="allow", embed=False
         )
 
     def log(self, metrics: dict[str, float], step: int, groups: list[GroupScored]) -> None:
+        assert self.run is not None, "log before start"
         self.run.log(metrics, step=step)
 
     def close(self, failed: bool) -> None:
-        run = getattr(self, "run", None)
+        run = self.run
         if run is not None:
             run.finish()
             self.run = None

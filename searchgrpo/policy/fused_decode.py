@@ -72,15 +72,15 @@ class FusedLayer:
 
 def _fuse_layer(layer: LayerLayout, heads: int, kv_heads: int) -> FusedLayer:
     qkv = (layer.q, layer.k, layer.v)
-    adapted = [p for p in qkv if p.a is not None]
-    weight = torch.cat([p.weight for p in qkv] + [p.a.t() for p in adapted])
+    adapted = [p.a for p in qkv if p.a is not None]
+    weight = torch.cat([p.weight for p in qkv] + [a.t() for a in adapted])
     b = None
     if adapted:
         width = sum(p.weight.shape[0] for p in qkv)
-        b = weight.new_zeros(sum(p.a.shape[1] for p in adapted), width)
+        b = weight.new_zeros(sum(a.shape[1] for a in adapted), width)
         row = column = 0
         for p in qkv:
-            if p.a is not None:
+            if p.a is not None and p.b is not None:  # both or neither (see `projection`)
                 b[row : row + p.b.shape[0], column : column + p.b.shape[1]] = p.b
                 row += p.b.shape[0]
             column += p.weight.shape[0]

@@ -69,7 +69,7 @@ class Projection:
             out = F.linear(x, self.weight, self.bias)
         else:
             out = torch.addmm(residual, x, self.weight.t())
-        if self.a is not None:
+        if self.a is not None and self.b is not None:  # both or neither (see `projection`)
             out.addmm_(x @ self.a, self.b)
         return out
 
@@ -133,7 +133,7 @@ class Layout:
 def fused_layout(model: Any) -> Layout | None:
     """The model's pieces for `FusedStep`, or None if it is not a model `FusedStep` reproduces."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    inner = getattr(base, "model", None)
+    inner: Any = getattr(base, "model", None)  # a transformers module (untyped), checked just below
     embed = getattr(inner, "embed_tokens", None)
     if type(embed) is not torch.nn.Embedding or not hasattr(inner, "rotary_emb") or not hasattr(base, "lm_head"):
         return None
@@ -165,15 +165,11 @@ def _layer_layout(layer: Any, dtype: torch.dtype) -> LayerLayout:
     if type(layer).__name__ not in LAYERS:
         raise Unsupported(type(layer).__name__)
     attn, mlp = layer.self_attn, layer.mlp
-    qk_norms = [_norm(attn.q_norm), _norm(attn.k_norm)] if hasattr(attn, "q_norm") else [None, None]
-    if qk_norms[0] is not None and qk_norms[0][1] != qk_norms[1][1]:
+    q_norm, k_norm = (_norm(attn.q_norm), _norm(attn.k_norm)) if hasattr(attn, "q_norm") else (None, None)
+    if q_norm is not None and k_norm is not None and q_norm[1] != k_norm[1]:
         raise Unsupported("q_norm and k_norm with different eps")  # one norm call covers both
-    return LayerLayout(
-        _norm(layer.input_layernorm),
-        _norm(layer.post_attention_layernorm),
-        *(projection(getattr(attn, f"{n}_proj"), dtype) for n in "qkv"),
-        *qk_norms,
-        projection(attn.o_proj, dtype),
-        *(projection(getattr(mlp, f"{n}_proj"), dtype) for n in ("gate", "up", "down")),
-        mlp.act_fn,
-    )
+    input_norm, post_norm = _norm(layer.input_layernorm), _norm(layer.post_attention_layernorm)
+    q, k, v = (projection(getattr(attn, f"{n}_proj"), dtype) for n in "qkv")
+    o = projection(attn.o_proj, dtype)
+    gate, up, down = (projection(getattr(mlp, f"{n}_proj"), dtype) for n in ("gate", "up", "down"))
+    return LayerLayout(input_norm, post_norm, q, k, v, q_norm, k_norm, o, gate, up, down, mlp.act_fn)
