@@ -53,6 +53,13 @@ class Corpus:
         i = self._by_id.get(docid)
         return None if i is None else self.documents[i]
 
+    def document(self, docid: str) -> Document:
+        """`get` for a docid known to be here (one a retriever returned): KeyError if it is not."""
+        doc = self.get(docid)
+        if doc is None:
+            raise KeyError(docid)
+        return doc
+
 
 def parse_document(obj: object) -> Document:
     """Validate one decoded JSON line; raises ValueError naming the bad field."""

@@ -60,7 +60,7 @@ def start_branch(group: ScoredGroup, result: StepResult, env: SearchRoundEnv, ho
         state.round,
         result.clues,
         [d.docid for d in result.docs],
-        [corpus.get(d.docid) for d in fresh],  # type: ignore[misc]
+        [corpus.document(d.docid) for d in fresh],
         [Verdict(d.label, d.reason) for d in fresh],
         rounds_after=horizon,
     )
