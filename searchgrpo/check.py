@@ -151,7 +151,7 @@ def run_health_checks(cfg: Config, source: str, *, with_model: bool = True) -> l
             result = env.step(list(state.original_clues))
         finally:
             env.checker.close()
-        labels = {d.label.value for d in result.docs}
+        labels = {d.label.value for d in result.docs if d.label is not None}  # step() judges every document
         return (
             f"{env.checker.name} checker labelled {len(result.docs)} documents "
             f"({', '.join(sorted(labels)) or 'none'}); "

@@ -82,7 +82,11 @@ def show_prompt(
     template, shown = preview(cfg, state_ids=state or [], first=first, from_folder=from_folder, tokens=tokens)
     for p in shown:
         if as_json:
-            record = {"state_id": p.state_id, "messages": p.messages, "prompt_version": template.version}
+            record: dict[str, object] = {
+                "state_id": p.state_id,
+                "messages": p.messages,
+                "prompt_version": template.version,
+            }
             if p.chat_text is not None:
                 record.update(chat_text=p.chat_text, tokens=p.tokens)
             typer.echo(json.dumps(record, ensure_ascii=False))

@@ -15,6 +15,7 @@ and reward components. The same inputs and seed give the same report (but for it
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Sequence
@@ -105,7 +106,7 @@ def run_round_eval(
                     num_samples=request.num_samples,
                     temperature=request.temperature,
                     budgets=cfg.eval.budgets,
-                    progress=lambda finished, total, name=spec.name: progress(name, finished, total),
+                    progress=functools.partial(progress, spec.name),
                     stop=stop,
                 )
     except JobCancelled:

@@ -83,7 +83,7 @@ def paired_ratio_diff_ci(
     return bootstrap_ci(cols, stat, **kw)
 
 
-def median_diff_ci(a: Sequence[float], b: Sequence[float], **kw) -> tuple[float, float]:
+def median_diff_ci(a: ArrayLike, b: ArrayLike, **kw) -> tuple[float, float]:
     """CI of median(b) - median(a) over the same questions."""
     cols = np.stack([np.asarray(a, np.float64), np.asarray(b, np.float64)], axis=1)
     return bootstrap_ci(cols, lambda s: np.median(s[..., 1], axis=1) - np.median(s[..., 0], axis=1), **kw)

@@ -96,8 +96,8 @@ def save_checkpoint(
                 torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
                 rng = {"torch_cpu": torch.get_rng_state()}
                 if torch.cuda.is_available():
-                    for i, state in enumerate(torch.cuda.get_rng_state_all()):
-                        rng[f"torch_cuda_{i}"] = state
+                    for i, cuda_state in enumerate(torch.cuda.get_rng_state_all()):
+                        rng[f"torch_cuda_{i}"] = cuda_state
                 save_file(rng, str(tmp / "rng.safetensors"))
                 if sampling_weights is not None:
                     save_file({k: v.contiguous() for k, v in sampling_weights.items()}, str(tmp / SAMPLING_WEIGHTS))

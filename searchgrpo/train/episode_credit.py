@@ -36,7 +36,7 @@ from searchgrpo.agents.checker import Verdict
 from searchgrpo.agents.rules import RuleEntityManager, RulePlanner
 from searchgrpo.config import Config
 from searchgrpo.data.labels import Label
-from searchgrpo.env.search_round import SearchRoundEnv, StepResult
+from searchgrpo.env.search_round import RetrievedDoc, SearchRoundEnv, StepResult
 from searchgrpo.episodes.play import EntityManager, Episode, EpisodeStart, Executor, Planner, advance, branch
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.returns import BranchReturn, LaterRound, branch_return, ranking_change
@@ -61,9 +61,14 @@ def start_branch(group: ScoredGroup, result: StepResult, env: SearchRoundEnv, ho
         result.clues,
         [d.docid for d in result.docs],
         [corpus.document(d.docid) for d in fresh],
-        [Verdict(d.label, d.reason) for d in fresh],
+        [_verdict(d) for d in fresh],
         rounds_after=horizon,
     )
+
+
+def _verdict(doc: RetrievedDoc) -> Verdict:
+    assert doc.label is not None, "episode credit judges every group (group_scoring.lazy_filter_of)"
+    return Verdict(doc.label, doc.reason)
 
 
 def later_rounds(episode: Episode, round_no: int) -> list[LaterRound]:

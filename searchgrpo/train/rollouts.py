@@ -159,13 +159,14 @@ class PendingRollout:
     prompts: list[list[int]]
     groups: list[list[Completion]]
     old: list[Any]
-    results: Future | list[list[StepResult]]
+    results: Future[list[list[StepResult]]] | list[list[StepResult]]
     """The scores: a future while a thread computes them."""
 
-    def settle(self) -> None:
-        """Wait until the scores are in (the environment may then be used by someone else)."""
+    def settle(self) -> list[list[StepResult]]:
+        """Wait until the scores are in (the environment may then be used by someone else); them."""
         if isinstance(self.results, Future):
             self.results = self.results.result()
+        return self.results
 
 
 def start_rollout(
@@ -190,7 +191,9 @@ def start_rollout(
     prompts = [prompt_of(s) for s in picked]
     groups, old = sample(g, policy, prompts, [seed_of(s, 0) for s in picked], sampler, watch, keep_old)
     if scorer is not None:
-        results: Future | list[list[StepResult]] = scorer.submit(score, env, picked, groups, lazy_filter_of(g))
+        results: Future[list[list[StepResult]]] | list[list[StepResult]] = scorer.submit(
+            score, env, picked, groups, lazy_filter_of(g)
+        )
     else:
         with watch.time("score"):
             results = score(env, picked, groups, lazy_filter_of(g))
@@ -222,8 +225,8 @@ def finish_rollout(
             pending.settle()
     target = len(pending.states)
     sampled = scored_groups(
-        0, dist.rank, dist.world, pending.picked, pending.prompts, pending.groups, pending.results, pending.old
-    )  # type: ignore[arg-type]
+        0, dist.rank, dist.world, pending.picked, pending.prompts, pending.groups, pending.settle(), pending.old
+    )
     if credit is not None:
         credit(sampled)
     flags: dict[tuple[int, int], int] = {}  # every rank's groups: key -> usefulness (0 is informative)
