@@ -797,7 +797,9 @@ class Config:
 def field_docs(cls: type) -> dict[str, str]:
     """The attribute docstrings of a config dataclass, by field name."""
     tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
+    node = tree.body[0]
+    assert isinstance(node, ast.ClassDef)  # the source of a class
+    body = node.body
     docs: dict[str, str] = {}
     for node, nxt in itertools.pairwise(body):
         if (

@@ -108,6 +108,7 @@ def compare_policies(
     """
     boot = {"resamples": resamples, "seed": seed}
     aggregate: dict[str, dict[str, object]] = {}
+    pooled: dict[str, dict[str, float]] = {}  # the ratios of `aggregate`, as floats
     for name, v in values.items():
         agg: dict[str, object] = {}
         ci: dict[str, list[float]] = {}
@@ -117,7 +118,7 @@ def compare_policies(
             ci[m] = list(mean_ci(finite, **boot))
         for m, (num, den) in ratios.items():
             total = float(v[den].sum())
-            agg[m] = float(v[num].sum()) / total if total else math.nan
+            agg[m] = pooled.setdefault(name, {})[m] = float(v[num].sum()) / total if total else math.nan
             ci[m] = list(ratio_ci(v[num], v[den], **boot))
         agg["ci"] = ci
         aggregate[name] = agg
@@ -134,7 +135,7 @@ def compare_policies(
                 entry[m] = {"diff": float(diff.mean()) if diff.size else math.nan, "ci": list(mean_ci(diff, **boot))}
             for m, (num, den) in ratios.items():
                 entry[m] = {
-                    "diff": float(aggregate[name][m]) - float(aggregate[baseline][m]),  # type: ignore[arg-type]
+                    "diff": pooled[name][m] - pooled[baseline][m],
                     "ci": list(paired_ratio_diff_ci(base[num], base[den], cur[num], cur[den], **boot)),
                 }
             paired[name] = entry

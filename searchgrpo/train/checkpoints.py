@@ -237,9 +237,9 @@ def resume_candidates(run_dir: Path) -> list[tuple[Path, CheckpointInfo | str]]:
     root = run_dir / CHECKPOINT_DIR
     if not root.is_dir():
         return []
-    folders = [p for p in root.iterdir() if _STEP_DIR.match(p.name)]
-    folders.sort(key=lambda p: int(_STEP_DIR.match(p.name).group(1)), reverse=True)  # type: ignore[union-attr]
-    return [(p, inspect_checkpoint(p)) for p in folders]
+    numbered = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.match(p.name))]
+    numbered.sort(key=lambda item: item[0], reverse=True)
+    return [(p, inspect_checkpoint(p)) for _, p in numbered]
 
 
 def list_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
