@@ -30,7 +30,7 @@ sampling round's groups before dynamic sampling judges them, times the continuat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from searchgrpo.agents.checker import Verdict
 from searchgrpo.agents.rules import RuleEntityManager, RulePlanner
@@ -42,6 +42,9 @@ from searchgrpo.train.distributed import Dist
 from searchgrpo.train.returns import BranchReturn, LaterRound, branch_return, ranking_change
 from searchgrpo.train.rollouts import ScoredGroup
 from searchgrpo.train.timing import Stopwatch
+
+if TYPE_CHECKING:
+    from searchgrpo.policy.model import Policy
 
 
 def own_finds(result: StepResult) -> float:
@@ -131,7 +134,7 @@ class EpisodeCredit:
     def __init__(
         self,
         cfg: Config,
-        policy: Any,
+        policy: Policy,
         env: SearchRoundEnv,
         *,
         executor: Executor | None = None,

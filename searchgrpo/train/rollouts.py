@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from searchgrpo.config import GRPOConfig
 from searchgrpo.data.traces import SearchState
@@ -48,6 +48,9 @@ from searchgrpo.train.group_scoring import lazy_filter_of, score, score_one, zer
 from searchgrpo.train.scored_group import Rollouts, ScoredGroup
 from searchgrpo.train.timing import Stopwatch
 
+if TYPE_CHECKING:
+    from searchgrpo.policy.model import Policy
+
 Refill = Callable[[int, int, set[str]], list[SearchState]]
 """(attempt, n, state ids already in the step) -> up to n fresh states, the same on every rank."""
 Credit = Callable[[list[ScoredGroup]], None]
@@ -56,7 +59,7 @@ Credit = Callable[[list[ScoredGroup]], None]
 
 def sample(
     g: GRPOConfig,
-    policy: Any,
+    policy: Policy,
     prompts: Sequence[list[int]],
     seeds: Sequence[int],
     sampler: Any = None,
@@ -128,7 +131,7 @@ def scored_groups(
 
 def sample_and_score(
     g: GRPOConfig,
-    policy: Any,
+    policy: Policy,
     env: SearchRoundEnv,
     states: Sequence[SearchState],
     prompts: Sequence[list[int]],
@@ -171,7 +174,7 @@ class PendingRollout:
 
 def start_rollout(
     g: GRPOConfig,
-    policy: Any,
+    policy: Policy,
     env: SearchRoundEnv,
     states: Sequence[SearchState],
     *,
@@ -203,7 +206,7 @@ def start_rollout(
 def finish_rollout(
     pending: PendingRollout,
     g: GRPOConfig,
-    policy: Any,
+    policy: Policy,
     env: SearchRoundEnv,
     *,
     prompt_of: Callable[[SearchState], list[int]],
@@ -302,7 +305,7 @@ def finish_rollout(
 
 def collect_groups(
     g: GRPOConfig,
-    policy: Any,
+    policy: Policy,
     env: SearchRoundEnv,
     states: Sequence[SearchState],
     *,

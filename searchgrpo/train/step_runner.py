@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from searchgrpo.agents.checker import stats_delta
 from searchgrpo.config import Config
@@ -43,6 +43,9 @@ from searchgrpo.train.state_pool import StatePool
 from searchgrpo.train.step import StepOutcome, update
 from searchgrpo.train.timing import Stopwatch
 
+if TYPE_CHECKING:
+    from searchgrpo.policy.model import Policy
+
 
 class StepRunner:
     """See the module docstring."""
@@ -50,7 +53,7 @@ class StepRunner:
     def __init__(
         self,
         cfg: Config,
-        policy: Any,
+        policy: Policy,
         env: Any,
         optimizer: Any,
         scheduler: Any,
