@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.searchgrpo-installed
 
-.PHONY: setup demo test test-fast lint clean
+.PHONY: setup demo test test-fast lint typecheck check clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -37,5 +37,15 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
+typecheck: setup
+	$(VENV)/bin/mypy searchgrpo tui
+
+# Everything static: formatting, lint, the import contracts and the types (mypy, [tool.mypy]).
+check: setup
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy searchgrpo tui
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache

@@ -94,9 +94,7 @@ def interleaved(args: argparse.Namespace) -> dict[str, Any]:
             )
     finally:
         for checker in checkers.values():
-            close = getattr(checker, "close", None)
-            if callable(close):
-                close()
+            checker.close()
     gold = [p.gold.value for p in pairs]
     rows = {
         b: {

@@ -150,10 +150,8 @@ def run_health_checks(cfg: Config, source: str, *, with_model: bool = True) -> l
         try:
             result = env.step(list(state.original_clues))
         finally:
-            close = getattr(env.checker, "close", None)
-            if callable(close):
-                close()
-        labels = {d.label.value for d in result.docs}
+            env.checker.close()
+        labels = {d.label.value for d in result.docs if d.label is not None}  # step() judges every document
         return (
             f"{env.checker.name} checker labelled {len(result.docs)} documents "
             f"({', '.join(sorted(labels)) or 'none'}); "

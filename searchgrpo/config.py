@@ -797,7 +797,9 @@ class Config:
 def field_docs(cls: type) -> dict[str, str]:
     """The attribute docstrings of a config dataclass, by field name."""
     tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
+    node = tree.body[0]
+    assert isinstance(node, ast.ClassDef)  # the source of a class
+    body = node.body
     docs: dict[str, str] = {}
     for node, nxt in itertools.pairwise(body):
         if (
@@ -816,7 +818,8 @@ def describe(cfg: Config) -> list[tuple[str, Any, str]]:
     rows: list[tuple[str, Any, str]] = []
 
     def walk(obj: Any, prefix: str) -> None:
-        docs = field_docs(type(obj))
+        cls: type = type(obj)
+        docs = field_docs(cls)
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
             key = f"{prefix}{f.name}"
@@ -968,7 +971,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, source: str) -> Any:
     for name, value in data.items():
         key = prefix + name
         tp = hints[name]
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             kwargs[name] = _build(tp, value if value is not None else {}, key + ".", source)
             continue
         value = _coerce(value, tp, key, source)

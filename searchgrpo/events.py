@@ -331,7 +331,7 @@ def event_to_dict(event: Any) -> dict[str, Any]:
 
 
 def _build(tp: Any, value: Any) -> Any:
-    if dataclasses.is_dataclass(tp) and isinstance(value, dict):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(value, dict):
         hints = typing.get_type_hints(tp)
         names = {f.name for f in dataclasses.fields(tp)}
         return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in names})

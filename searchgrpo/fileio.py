@@ -86,7 +86,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_with(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def atomic_write_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Let `write` fill a temporary sibling of `path`, then rename it over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

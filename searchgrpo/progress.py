@@ -162,9 +162,9 @@ class WorkProgress:
             if not self._estimated and left is not None and not finished:
                 self._estimated = True
                 hint = f" ({self.long_hint})" if self.long_hint and left > self.long_after_s else ""
-                total = "?" if self.total is None else self.total - self.base
+                of = "?" if self.total is None else self.total - self.base
                 self._say(
-                    f"{self.label}: {done - self.base}/{total} {self.unit} in {fmt_seconds(now - self.started)}: "
+                    f"{self.label}: {done - self.base}/{of} {self.unit} in {fmt_seconds(now - self.started)}: "
                     f"about {fmt_seconds(left)} left at the pace of the first (it may include loading){hint}"
                 )
             elif not self.terminal and (finished or now - self.last_line >= self.every_s):

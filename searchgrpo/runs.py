@@ -159,7 +159,11 @@ def train(
             jsonl.open(folder / "events.jsonl")
             trackers.extend(open_trackers(cfg.train, folder, sink))
 
-        trainer.sink = redacting(fanout(jsonl, lambda event: [t(event) for t in trackers], sink))
+        def to_trackers(event: Any) -> None:
+            for t in trackers:
+                t(event)
+
+        trainer.sink = redacting(fanout(jsonl, to_trackers, sink))
         trainer.on_claimed = claimed
     if on_trainer is not None:
         on_trainer(trainer)

@@ -55,7 +55,8 @@ class _BoundedLoader(yaml.SafeLoader):
     (they are counted on the composed node graph, before anything is built), refuses keys written
     twice, and reads numbers as written (see the module docstring)."""
 
-    yaml_implicit_resolvers: ClassVar[dict[Any, list[tuple[str, re.Pattern[str]]]]] = {
+    # types-PyYAML declares BaseResolver's class attribute yaml_implicit_resolvers an instance variable.
+    yaml_implicit_resolvers: ClassVar[dict[Any, list[tuple[str, re.Pattern[str]]]]] = {  # type: ignore[misc]
         first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML_11_NUMBER_TAGS]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }

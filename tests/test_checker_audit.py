@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from searchgrpo.agents.checker import CheckerDefaults
 from searchgrpo.data.demo_world import generate_world
 from searchgrpo.data.labels import Label
 from searchgrpo.data.questions import QuestionRecord, write_questions
@@ -88,7 +89,7 @@ class SoftVerdict:
     probs: tuple[float, float, float] | None = None
 
 
-class SoftChecker:
+class SoftChecker(CheckerDefaults):
     """Says IMPORTANT with probability 0.8 for the gold documents, 0.3 for the others."""
 
     name = "soft"

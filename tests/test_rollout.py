@@ -12,7 +12,7 @@ from searchgrpo.policy.decoders import (
     packs_prefix,
     resolve_decoder,
 )
-from searchgrpo.policy.fused_decode import fused_layout
+from searchgrpo.policy.fused_layout import fused_layout
 from searchgrpo.policy.logprobs import (
     group_logprobs,
     make_batch,

@@ -44,7 +44,8 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def _check_dataclass(obj: Any, where: str) -> str:
     for f in dataclasses.fields(obj):
-        problem = _check(getattr(obj, f.name), _hints(type(obj))[f.name], f"{where}.{f.name}")
+        cls: type = type(obj)
+        problem = _check(getattr(obj, f.name), _hints(cls)[f.name], f"{where}.{f.name}")
         if problem:
             return problem
     return ""
@@ -54,7 +55,7 @@ def _check(value: Any, tp: Any, where: str) -> str:
     origin = typing.get_origin(tp)
     if tp is Any:
         return ""
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _check_dataclass(value, where) if isinstance(value, tp) else f"{where} is not an object"
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(tp):

@@ -9,18 +9,24 @@ a text field, where digits type, `escape` gives the focus back to the tab's firs
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import events
 from textual.widgets import Input, TabbedContent
 
+if TYPE_CHECKING:
+    from textual.app import App
 
-class KeyFeedback:
+    _App = App[int]  # the mixin's methods run on the app: type them as its own
+else:
+    _App = object
+
+
+class KeyFeedback(_App):
     """`on_key` and the words of each dead key (see the module docstring)."""
 
     model: Any
     source: str
-    focused: Any
     FIRST_FOCUS: dict[str, str]
 
     RUN_KEYS = {"s": "start", "p": "pause", "x": "stop", "c": "checkpoint"}

@@ -10,12 +10,19 @@ of `tui.app.ConsoleApp`, which provides the model, the control, the job panes an
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.screens.confirm import ChoiceScreen
 
+if TYPE_CHECKING:
+    from textual.app import App
 
-class QuitFlow:
+    _App = App[int]  # the mixin's methods run on the app: type them as its own
+else:
+    _App = object
+
+
+class QuitFlow(_App):
     """`action_quit` and what follows it (see the module docstring)."""
 
     model: Any
@@ -24,6 +31,14 @@ class QuitFlow:
     quit_now: bool
     training_done: threading.Event | None
     _quit_when_stopped: bool
+
+    if TYPE_CHECKING:  # `tui.app.ConsoleApp`'s
+
+        def job_panes(self) -> list[Any]: ...
+
+        def exit_code_for_run(self) -> int: ...
+
+        def action_stop(self) -> None: ...
 
     async def action_quit(self) -> None:
         """Quit; while training or a job runs, ask first (see `_quit_answered`)."""

@@ -50,19 +50,39 @@ class Verdict:
 class DocumentChecker(Protocol):
     """Labels documents. Implementations must be deterministic for a given request (frozen).
 
-    A backend may also have `stats() -> dict[str, float]` (running counters, see `stats_delta`)
-    and `close()` (release a server or a cache); callers use them when present.
+    Besides `check`, every backend answers `stats()` (running counters, see `stats_delta`; None
+    when it keeps none), `describe()` (one line saying what judges) and `close()` (release a
+    server or a cache), and has `probs_note` (why some verdicts came without label probabilities,
+    '' otherwise). `CheckerDefaults` gives a backend with nothing to say all four.
     """
 
     name: str
+    probs_note: str
 
     def check(self, requests: Sequence[CheckRequest]) -> list[Verdict]: ...
 
+    def stats(self) -> dict[str, float] | None: ...
 
-def checker_stats(checker: object) -> dict[str, float] | None:
-    """The checker's running counters, or None if it keeps none."""
-    stats = getattr(checker, "stats", None)
-    return stats() if callable(stats) else None
+    def describe(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+class CheckerDefaults:
+    """What a backend that keeps no counters and holds nothing answers: no stats (None, so no
+    `checker/*` metrics), a description from its name, a close that does nothing."""
+
+    name: str = "checker"
+    probs_note: str = ""
+
+    def stats(self) -> dict[str, float] | None:
+        return None
+
+    def describe(self) -> str:
+        return f"{self.name} checker"
+
+    def close(self) -> None:
+        return None
 
 
 def stats_delta(
@@ -102,7 +122,7 @@ def title_phrase(title: str) -> str:
     return " ".join(tokenize(_PAREN.sub("", title)))
 
 
-class GoldChecker:
+class GoldChecker(CheckerDefaults):
     """Labels from the data (see the module docstring for the rule)."""
 
     name = "gold"
@@ -112,10 +132,6 @@ class GoldChecker:
         self.questions = dict(questions)
         self._phrases: dict[str, list[str]] = {}
         self._padded: dict[str, str] = {}
-
-    def add_question(self, question_id: str, labels: QuestionLabels) -> None:
-        self.questions[question_id] = labels
-        self._phrases.pop(question_id, None)
 
     def _gold_phrases(self, question_id: str) -> list[str]:
         phrases = self._phrases.get(question_id)

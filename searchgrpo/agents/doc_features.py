@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from searchgrpo.retrieval.search import tokenize
 
@@ -64,14 +65,14 @@ def question_overlap(question: str, title: str, text: str) -> float:
     return len(wanted & present) / len(wanted)
 
 
-def quantile_edges(values: Sequence[float], parts: int = 4) -> list[float]:
+def quantile_edges(values: Sequence[float] | np.ndarray, parts: int = 4) -> list[float]:
     """The inner edges that cut `values` into `parts` bins of about equal size (quartiles for 4)."""
     if not len(values):
         return []
     return [float(e) for e in np.quantile(np.asarray(values, dtype=np.float64), [i / parts for i in range(1, parts)])]
 
 
-def bin_of(values: Sequence[float], edges: Sequence[float]) -> np.ndarray:
+def bin_of(values: ArrayLike, edges: ArrayLike) -> np.ndarray:
     """Each value's bin for inner `edges` e_1 <= ... : bin 0 is (-inf, e_1), bin i is [e_i, e_i+1),
     the last [e_last, inf)."""
     return np.searchsorted(np.asarray(edges, dtype=np.float64), np.asarray(values, dtype=np.float64), side="right")

@@ -156,8 +156,8 @@ class LLMEntityManager(_LLMAgent):
             name = " ".join(item["name"].split())
             if len(name) < 2 or name.lower() not in haystack:
                 continue  # a name the document does not contain is the model's invention
-            fact = item.get("fact") if isinstance(item.get("fact"), str) else ""
-            kind = item.get("type") if isinstance(item.get("type"), str) else ""
+            fact = given if isinstance(given := item.get("fact"), str) else ""
+            kind = given if isinstance(given := item.get("type"), str) else ""
             out.append(Entity(name, kind[:40], (f"in {doc.title}: {fact[:200]}",) if fact else (), (doc.docid,)))
         return out
 

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from searchgrpo.agents.chat_client import ChatClient, RequestRejected, constrain, reply_text
-from searchgrpo.agents.checker import CheckRequest, Verdict
+from searchgrpo.agents.checker import CheckerDefaults, CheckRequest, Verdict
 from searchgrpo.agents.label_logprobs import label_probs
 from searchgrpo.agents.label_reply import parse_label
 from searchgrpo.agents.verdict_cache import CachedVerdict, CacheKey, VerdictCache, document_key, question_key
@@ -116,7 +116,7 @@ def build_messages(request: CheckRequest, max_doc_chars: int) -> list[dict[str, 
 PROMPT_ID = _prompt_id()
 
 
-class LLMChecker:
+class LLMChecker(CheckerDefaults):
     """A DocumentChecker backed by a chat-completions server (see the module docstring)."""
 
     name = "llm"

@@ -48,7 +48,7 @@ def is_loopback(host: str) -> bool:
         infos = socket.getaddrinfo(host, None)
     except (socket.gaierror, UnicodeError):
         return False
-    addresses = {info[4][0].split("%")[0] for info in infos}
+    addresses = {str(info[4][0]).split("%")[0] for info in infos}  # IP families: the host is a str
     return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from searchgrpo.agents.checker import CheckRequest, GoldChecker, Verdict
+from searchgrpo.agents.checker import CheckerDefaults, CheckRequest, GoldChecker, Verdict
 from searchgrpo.agents.doc_features import doc_length, question_overlap
 from searchgrpo.data.labels import Label
 
@@ -50,7 +50,7 @@ def flipped(label: Label, draw: float) -> Label:
     return others[0] if draw < 0.5 else others[1]
 
 
-class SimulatedChecker:
+class SimulatedChecker(CheckerDefaults):
     """The gold checker's labels with seeded noise and bias (see the module docstring)."""
 
     name = "simulated"
@@ -116,6 +116,3 @@ class SimulatedChecker:
         if self.bias != "none":
             parts.append(f"{self.bias} bias at rate {self.bias_rate:g}")
         return f"simulated judge: gold labels with {', '.join(parts)} (seed {self.seed})"
-
-    def close(self) -> None:
-        return None

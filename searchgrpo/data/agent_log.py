@@ -100,9 +100,10 @@ def parse_event(obj: object) -> LogEvent:
             "gold_docids": _string_list(obj, "gold_docids") or [],
         }
     else:
-        rnd = obj.get("round")
-        if isinstance(rnd, bool) or not isinstance(rnd, int) or rnd < 1:
+        given = obj.get("round")
+        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
             raise ValueError("field 'round' must be an integer >= 1")
+        rnd = given
         data = _event_data(event, obj)
     return LogEvent(event, str(qid), run, rnd, data)
 

@@ -53,8 +53,12 @@ class Corpus:
         i = self._by_id.get(docid)
         return None if i is None else self.documents[i]
 
-    def index_of(self, docid: str) -> int:
-        return self._by_id[docid]
+    def document(self, docid: str) -> Document:
+        """`get` for a docid known to be here (one a retriever returned): KeyError if it is not."""
+        doc = self.get(docid)
+        if doc is None:
+            raise KeyError(docid)
+        return doc
 
 
 def parse_document(obj: object) -> Document:

@@ -20,137 +20,25 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from searchgrpo.data.corpus import Document
+from searchgrpo.data.demo_words import (
+    CITY_ADJ,
+    CODAS,
+    COMPANY_KINDS,
+    DIRECTOR_OCCUPATIONS,
+    EVENTS,
+    FILLERS,
+    FILM_ADJ,
+    FILM_NOUN,
+    GENRES,
+    NATIONS,
+    OCCUPATIONS,
+    ONSETS,
+    SUBJECTS,
+    VOWELS,
+)
 from searchgrpo.data.questions import QuestionRecord
 
 GENERATOR_VERSION = 1
-
-_ONSETS = [
-    "b",
-    "d",
-    "f",
-    "g",
-    "h",
-    "k",
-    "l",
-    "m",
-    "n",
-    "p",
-    "r",
-    "s",
-    "t",
-    "v",
-    "z",
-    "br",
-    "dr",
-    "kr",
-    "st",
-    "th",
-    "sh",
-    "tr",
-]
-_VOWELS = ["a", "e", "i", "o", "u", "a", "e", "o", "ai", "ei"]
-_CODAS = ["", "", "", "", "n", "r", "l", "s", "m", "k", "th", "nd"]
-_COMPANY_KINDS = [
-    ("Systems", "software"),
-    ("Dynamics", "robotics"),
-    ("Labs", "biotechnology"),
-    ("Motors", "automotive"),
-    ("Foods", "food processing"),
-    ("Works", "steel"),
-    ("Energy", "energy"),
-    ("Textiles", "textile"),
-    ("Aerospace", "aerospace"),
-    ("Pharma", "pharmaceutical"),
-    ("Shipping", "shipping"),
-    ("Games", "video game"),
-]
-_FILM_ADJ = [
-    "Silent",
-    "Crimson",
-    "Hollow",
-    "Golden",
-    "Broken",
-    "Distant",
-    "Burning",
-    "Frozen",
-    "Hidden",
-    "Last",
-    "Wandering",
-    "Quiet",
-    "Scarlet",
-    "Endless",
-    "Forgotten",
-    "Iron",
-    "Pale",
-    "Wild",
-]
-_FILM_NOUN = [
-    "Harbor",
-    "Winter",
-    "Orchard",
-    "Signal",
-    "Mirror",
-    "Garden",
-    "Tide",
-    "Crown",
-    "Lantern",
-    "Frontier",
-    "Echo",
-    "River",
-    "Citadel",
-    "Voyage",
-    "Meadow",
-    "Archive",
-    "Summit",
-    "Veil",
-]
-_GENRES = ["drama", "thriller", "comedy", "science fiction", "documentary", "war", "romance", "horror"]
-_OCCUPATIONS = [
-    "engineer",
-    "entrepreneur",
-    "chemist",
-    "economist",
-    "architect",
-    "physician",
-    "inventor",
-    "investor",
-    "designer",
-    "lawyer",
-]
-_DIRECTOR_OCCUPATIONS = ["film director", "screenwriter", "film director and producer", "cinematographer"]
-_SUBJECTS = [
-    "physics",
-    "law",
-    "economics",
-    "medicine",
-    "chemistry",
-    "history",
-    "mathematics",
-    "architecture",
-    "philosophy",
-    "film studies",
-    "engineering",
-    "literature",
-]
-_NATIONS = ["Quellish", "Varnian", "Ostrandic", "Meridese", "Talvian", "Korrenian"]
-_CITY_ADJ = ["coastal", "mountain", "river", "industrial", "university", "market", "harbour", "lakeside"]
-_EVENTS = [
-    "Jazz Festival",
-    "Marathon",
-    "Book Fair",
-    "Film Week",
-    "Science Fair",
-    "Harvest Market",
-    "Chess Open",
-    "Regatta",
-]
-_FILLERS = [
-    "Records from the early years are incomplete.",
-    "The name is sometimes spelled differently in older sources.",
-    "An exhibition about it opened in {city} in {year}.",
-    "It was the subject of a documentary in {year}.",
-    "An archive of related letters is kept in {city}.",
-]
 
 
 def _docid(title: str, text: str) -> str:
@@ -165,9 +53,7 @@ class _Names:
     used: set[str] = field(default_factory=set)
 
     def word(self, syllables: int) -> str:
-        parts = [
-            self.rng.choice(_ONSETS) + self.rng.choice(_VOWELS) + self.rng.choice(_CODAS) for _ in range(syllables)
-        ]
+        parts = [self.rng.choice(ONSETS) + self.rng.choice(VOWELS) + self.rng.choice(CODAS) for _ in range(syllables)]
         return "".join(parts).capitalize()
 
     def unique(self, make) -> str:
@@ -185,11 +71,11 @@ class _Names:
         return self.unique(lambda: self.word(self.rng.choice((2, 3))))
 
     def company(self) -> tuple[str, str]:
-        suffix, industry = self.rng.choice(_COMPANY_KINDS)
+        suffix, industry = self.rng.choice(COMPANY_KINDS)
         return self.unique(lambda: f"{self.word(2)} {suffix}"), industry
 
     def film(self) -> str:
-        return self.unique(lambda: f"{self.rng.choice(_FILM_ADJ)} {self.rng.choice(_FILM_NOUN)} of {self.word(2)}")
+        return self.unique(lambda: f"{self.rng.choice(FILM_ADJ)} {self.rng.choice(FILM_NOUN)} of {self.word(2)}")
 
 
 @dataclass
@@ -230,7 +116,7 @@ class _WorldBuilder:
             _City(
                 self.names.place(),
                 self.rng.choice(self.regions),
-                self.rng.choice(_CITY_ADJ),
+                self.rng.choice(CITY_ADJ),
                 self.rng.randrange(20, 900) * 1000,
             )
             for _ in range(max(8, size_hint // 4))
@@ -239,9 +125,7 @@ class _WorldBuilder:
         for _ in range(max(4, size_hint // 8)):
             city = self.rng.choice(self.cities)
             name = self.names.unique(lambda: f"University of {self.names.word(2)}")
-            self.universities.append(
-                _University(name, city, self.rng.randrange(1500, 1990), self.rng.choice(_SUBJECTS))
-            )
+            self.universities.append(_University(name, city, self.rng.randrange(1500, 1990), self.rng.choice(SUBJECTS)))
         self.documents: list[Document] = []
         self.doc_of: dict[str, Document] = {}
         for city in self.cities:
@@ -259,7 +143,7 @@ class _WorldBuilder:
     def _filler(self) -> str:
         if self.rng.random() < 0.5:
             return ""
-        return " " + self.rng.choice(_FILLERS).format(
+        return " " + self.rng.choice(FILLERS).format(
             year=self.rng.randrange(1950, 2024), city=self.rng.choice(self.cities).name
         )
 
@@ -283,9 +167,9 @@ class _WorldBuilder:
             born=rng.randrange(1930, 1995),
             city=rng.choice(self.cities),
             university=rng.choice(self.universities),
-            subject=rng.choice(_SUBJECTS),
+            subject=rng.choice(SUBJECTS),
             occupation=rng.choice(occupations),
-            nation=rng.choice(_NATIONS),
+            nation=rng.choice(NATIONS),
         )
 
     def add_person(self, p: _Person) -> Document:
@@ -310,23 +194,23 @@ class _WorldBuilder:
     def add_film(self, director: _Person) -> tuple[str, Document]:
         title = self.names.film()
         year = director.born + self.rng.randrange(25, 50)
-        genre = self.rng.choice(_GENRES)
+        genre = self.rng.choice(GENRES)
         text = f"{title} is a {year} {genre} film directed by {director.name}." + self._filler()
         return title, self._add(title, text)
 
     def add_distractor(self) -> Document:
         kind = self.rng.randrange(4)
         if kind == 0:
-            return self.add_person(self.person(_OCCUPATIONS + _DIRECTOR_OCCUPATIONS))
+            return self.add_person(self.person(OCCUPATIONS + DIRECTOR_OCCUPATIONS))
         if kind == 1:
-            return self.add_company(self.person(_OCCUPATIONS))[1]
+            return self.add_company(self.person(OCCUPATIONS))[1]
         if kind == 2:
-            return self.add_film(self.person(_DIRECTOR_OCCUPATIONS))[1]
+            return self.add_film(self.person(DIRECTOR_OCCUPATIONS))[1]
         city = self.rng.choice(self.cities)
-        event = self.rng.choice(_EVENTS)
+        event = self.rng.choice(EVENTS)
         title = f"{city.name} {event}"
         if title in self.names.used:  # every city has each event at most once
-            return self.add_person(self.person(_OCCUPATIONS))
+            return self.add_person(self.person(OCCUPATIONS))
         self.names.used.add(title)
         year = self.rng.randrange(1900, 2015)
         return self._add(title, f"The {title} has been held every year in {city.name} since {year}." + self._filler())
@@ -336,12 +220,12 @@ def _question(b: _WorldBuilder, index: int) -> QuestionRecord:
     rng = b.rng
     template = rng.randrange(7)
     if template in (0, 1, 4):  # company -> founder -> ...
-        founder = b.person(_OCCUPATIONS)
+        founder = b.person(OCCUPATIONS)
         founder_doc = b.add_person(founder)
         anchor, anchor_doc = b.add_company(founder)
         role, goal1 = "founder", f"find who founded {anchor}"
     else:
-        founder = b.person(_DIRECTOR_OCCUPATIONS)
+        founder = b.person(DIRECTOR_OCCUPATIONS)
         founder_doc = b.add_person(founder)
         anchor, anchor_doc = b.add_film(founder)
         role, goal1 = "director", f"find who directed {anchor}"
@@ -363,7 +247,7 @@ def _question(b: _WorldBuilder, index: int) -> QuestionRecord:
         goals = [goal1, f"find where the {role} studied", "find the city of that university"]
         gold.append(b.doc_of[founder.university.name])
     else:
-        other = b.person(_OCCUPATIONS)
+        other = b.person(OCCUPATIONS)
         other_doc = b.add_person(other)
         other_anchor, other_anchor_doc = b.add_company(other)
         question = f"Were the {role} of {anchor} and the founder of {other_anchor} born in the same city?"

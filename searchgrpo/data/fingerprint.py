@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 
 from searchgrpo.data.dataset import Dataset
 
 
-def _digest(items: object) -> str:
+def _digest(items: Iterable[object]) -> str:
     h = hashlib.sha256()
-    for item in items:  # type: ignore[attr-defined]
+    for item in items:
         h.update(json.dumps(item, ensure_ascii=False, sort_keys=True).encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()[:24]

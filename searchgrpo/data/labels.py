@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -32,13 +31,3 @@ class QuestionLabels:
     @property
     def important(self) -> set[str]:
         return {d for d, lab in self.labels.items() if lab is Label.IMPORTANT}
-
-
-def labels_from_pairs(question: str, pairs: Iterable[tuple[str, str]]) -> QuestionLabels:
-    """QuestionLabels from (docid, label text) pairs; unknown label texts are ignored."""
-    out = QuestionLabels(question)
-    for docid, text in pairs:
-        lab = Label.parse(text)
-        if lab is not None:
-            out.labels[docid] = lab
-    return out

@@ -119,8 +119,8 @@ def load_states(
             except SchemaError as exc:
                 missing.add(ref.round)
                 issues.record(path, str(exc))
-        for state in rounds.values():
-            for doc in state.documents:
+        for round_state in rounds.values():
+            for doc in round_state.documents:
                 lab = Label.parse(doc.verdict)
                 if lab is not None and labels.labels.get(doc.docid) is not Label.IMPORTANT:
                     labels.labels[doc.docid] = lab

@@ -50,7 +50,7 @@ class ClueCredit:
 
 
 def doc_values(
-    docs: Iterable[tuple[str, Label, bool]],
+    docs: Iterable[tuple[str, Label | None, bool]],
     new_important: float,
     new_relevant: float,
     probs: Mapping[str, Sequence[float]] | None = None,

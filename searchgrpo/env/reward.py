@@ -11,7 +11,6 @@ kept, so that the console and the event log show why a sample scored what it did
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ class RewardBreakdown:
 
 def component_counts(
     *,
-    retrieved: Iterable[tuple[Label, bool]],
+    retrieved: Iterable[tuple[Label | None, bool]],
     duplicate_clues: int,
     unparsable: bool,
     clues_written: int,
@@ -139,8 +138,12 @@ class RewardCalculator:
 
     @classmethod
     def from_weights(cls, weights: Mapping[str, float]) -> RewardCalculator:
-        zero = RewardConfig(**dict.fromkeys(COMPONENTS, 0.0))
-        return cls(dataclasses.replace(zero, **weights))
+        # Every component 0 but those given; RewardConfig's other field (soft_labels) keeps its default.
+        fields: dict[str, typing.Any] = {
+            **dict.fromkeys(COMPONENTS, 0.0),
+            **weights,
+        }  # keyword arguments of mixed types
+        return cls(RewardConfig(**fields))
 
     def combine(self, counts: Mapping[str, float]) -> RewardBreakdown:
         # "+ 0.0" turns the -0.0 of a zero count times a negative weight into 0.0.

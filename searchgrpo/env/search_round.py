@@ -168,8 +168,14 @@ class SearchRoundEnv:
         runs = [self.retrieve(p.clues) for p in parsed]
         wanted = sorted({h.docid for run in runs for h in run.hits})
         judged = not (defer_same_docs and same_documents([[h.docid for h in run.hits] for run in runs]))
-        unjudged = Verdict(None, "not judged: the group's clue sets found the same documents")  # type: ignore[arg-type]
-        verdicts = self._check(state, wanted) if judged else dict.fromkeys(wanted, unjudged)
+        verdicts = self._check(state, wanted) if judged else {}
+
+        def judgement(docid: str) -> tuple[Label | None, str, tuple[float, float, float] | None]:
+            if not judged:
+                return None, "not judged: the group's clue sets found the same documents", None
+            v = verdicts[docid]
+            return v.label, v.reason, v.probs
+
         discovered = state.discovered
         original = self.original_new_important(state) if self.reward.weights["gain_over_original"] else None
         question_tokens = tokenize(state.question)
@@ -181,20 +187,18 @@ class SearchRoundEnv:
             docs = tuple(
                 RetrievedDoc(
                     h.docid,
-                    corpus.get(h.docid).title,  # type: ignore[union-attr]
+                    corpus.document(h.docid).title,
                     h.clue_index,
                     h.rank,
                     h.score,
                     h.docid not in discovered,
-                    verdicts[h.docid].label,
-                    verdicts[h.docid].reason,
-                    verdicts[h.docid].probs,
+                    *judgement(h.docid),
                 )
                 for h in run.hits
             )
             invented = [invented_numbers(c, known_numbers) for c in p.clues]
             counts = component_counts(
-                retrieved=[(d.label, not d.new) for d in docs],  # type: ignore[misc]
+                retrieved=[(d.label, not d.new) for d in docs],
                 duplicate_clues=run.duplicates,
                 unparsable=p.unparsable,
                 clues_written=p.written,

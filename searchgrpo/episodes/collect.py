@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchgrpo.agents.checker import DocumentChecker, checker_stats
+from searchgrpo.agents.checker import DocumentChecker
 from searchgrpo.agents.rules import RULES_VERSION, RuleEntityManager, RuleExecutor, RulePlanner
 from searchgrpo.config import Config, cache_root
 from searchgrpo.data.questions import QuestionRecord
@@ -321,24 +321,26 @@ def collect_to_folder(
             from searchgrpo.agents.endpoint import open_llm_checker
 
             checker: DocumentChecker = open_llm_checker(cfg.checker, cache_root(cfg), endpoint)
-            closers.insert(0, checker.close)  # type: ignore[attr-defined]
+            closers.insert(0, checker.close)
         elif cfg.checker.backend == "base":
             from searchgrpo.policy.judge import open_base_judge
 
             # The Executor's base model when it is the policy: one copy of the weights.
             shared = agents["executor"].policy if "executor" in agents else None
             checker = open_base_judge(cfg, shared)
-            closers.insert(0, checker.close)  # type: ignore[attr-defined]
+            closers.insert(0, checker.close)
         else:
             labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in selected}
             checker = GoldChecker(corpus, labels)
         if planner == "llm":
             from searchgrpo.agents.llm_agents import LLMPlanner
 
+            assert endpoint is not None  # opened above whenever an agent is `llm`
             agents["planner"] = LLMPlanner(endpoint.client, endpoint.model, endpoint.structured_output, max_rounds)
         if entity_manager == "llm":
             from searchgrpo.agents.llm_agents import LLMEntityManager
 
+            assert endpoint is not None  # opened above whenever an agent is `llm`
             agents["entity_manager"] = LLMEntityManager(
                 endpoint.client, endpoint.model, endpoint.structured_output, cfg.checker.max_doc_chars
             )
@@ -358,7 +360,7 @@ def collect_to_folder(
             progress=progress,
             **agents,
         )
-        checker_counters = checker_stats(checker) or {}
+        checker_counters = checker.stats() or {}
         external = getattr(retriever.corpus, "external", None)
         if external:  # documents only the search API knew: kept, so the traces and corpus belong together
             _, corpus_note = complete_corpus(corpus_path, [*documents, *external.values()])

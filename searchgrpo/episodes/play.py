@@ -300,8 +300,8 @@ def _search_round(
     for e, clues in zip(episodes, clue_sets):
         retrieved = [d for d in search_clues(retriever, clues, top_k).docids(doc_budget) if corpus.get(d)]
         known = set(e.state.discovered_docids)
-        fresh = [corpus.get(d) for d in retrieved if d not in known]
-        found.append((retrieved, fresh))  # type: ignore[arg-type]
+        fresh = [doc for d in retrieved if d not in known if (doc := corpus.get(d)) is not None]
+        found.append((retrieved, fresh))
         requests += [
             CheckRequest(e.start.question_id, e.start.question, e.state.sub_goals, d.docid, d.title, d.text)
             for d in fresh

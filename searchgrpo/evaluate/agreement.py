@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 # The feature bins live with the features (shared with the hack radar); re-exported here.
 from searchgrpo.agents.doc_features import bin_of as bin_of
@@ -122,14 +123,14 @@ def expected_calibration_error(table: Sequence[dict[str, float]]) -> float:
 
 
 def per_question_counts(
-    question_index: Sequence[int], bins: Sequence[int], events: Sequence[Sequence[bool]], n_questions: int, n_bins: int
+    question_index: ArrayLike, bins: ArrayLike, events: Sequence[ArrayLike], n_questions: int, n_bins: int
 ) -> np.ndarray:
     """counts[q, b, 0]: pairs of question q in bin b; counts[q, b, 1 + j]: those where event j happened."""
     q = np.asarray(question_index, dtype=np.int64)
     b = np.asarray(bins, dtype=np.int64)
     out = np.zeros((n_questions, n_bins, 1 + len(events)), dtype=np.float64)
-    np.add.at(out, (q, b, 0), 1.0)
+    np.add.at(out[:, :, 0], (q, b), 1.0)  # views: the counts land in `out`
     for j, event in enumerate(events):
         hit = np.asarray(event, dtype=bool)
-        np.add.at(out, (q[hit], b[hit], 1 + j), 1.0)
+        np.add.at(out[:, :, 1 + j], (q[hit], b[hit]), 1.0)
     return out

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from searchgrpo.agents.checker import Verdict
 from searchgrpo.agents.doc_features import OVERLAP_EDGES, OVERLAP_NAMES
 from searchgrpo.data.labels import Label
 from searchgrpo.evaluate import agreement as ag
@@ -38,10 +39,12 @@ IMPORTANT = INDEX[Label.IMPORTANT]
 CALIBRATION_BINS = 10
 
 
-def verdict_probs(verdict: object) -> tuple[float, float, float] | None:
-    """The verdict's label probabilities (`Verdict.probs`, in Label order), or None."""
-    probs = getattr(verdict, "probs", None)
-    return tuple(float(p) for p in probs) if probs is not None else None  # type: ignore[return-value]
+def verdict_probs(verdict: Verdict) -> tuple[float, float, float] | None:
+    """The verdict's label probabilities (`Verdict.probs`, in Label order) as plain floats, or None."""
+    if verdict.probs is None:
+        return None
+    important, relevant, irrelevant = verdict.probs
+    return float(important), float(relevant), float(irrelevant)
 
 
 def _ci(lo_hi: tuple[float, float]) -> list[float]:
@@ -97,18 +100,17 @@ def rate_bins(
     return rows
 
 
-def calibration(pairs: Sequence[AuditPair], verdicts: Sequence[object]) -> dict[str, Any] | None:
+def calibration(pairs: Sequence[AuditPair], verdicts: Sequence[Verdict]) -> dict[str, Any] | None:
     """Reliability tables and ECEs of the verdicts that carry probabilities (None if none do)."""
-    rows = [(p, v, verdict_probs(v)) for p, v in zip(pairs, verdicts)]
-    rows = [(p, v, pr) for p, v, pr in rows if pr is not None]
+    rows = [(p, v, pr) for p, v in zip(pairs, verdicts) if (pr := verdict_probs(v)) is not None]
     if not rows:
         return None
     important = ag.reliability_table(
         [pr[IMPORTANT] for _, _, pr in rows], [p.gold is Label.IMPORTANT for p, _, _ in rows], CALIBRATION_BINS
     )
     verdict = ag.reliability_table(
-        [pr[INDEX[v.label]] for _, v, pr in rows],  # type: ignore[attr-defined]
-        [v.label is p.gold for p, v, _ in rows],  # type: ignore[attr-defined]
+        [pr[INDEX[v.label]] for _, v, pr in rows],
+        [v.label is p.gold for p, v, _ in rows],
         CALIBRATION_BINS,
     )
     return {
@@ -119,7 +121,7 @@ def calibration(pairs: Sequence[AuditPair], verdicts: Sequence[object]) -> dict[
 
 
 def audit_figures(
-    pairs: Sequence[AuditPair], verdicts: Sequence[object], *, resamples: int = 2000, seed: int = 0
+    pairs: Sequence[AuditPair], verdicts: Sequence[Verdict], *, resamples: int = 2000, seed: int = 0
 ) -> dict[str, Any]:
     """Every figure of the report but speed (see the module docstring)."""
     boot = {"resamples": resamples, "seed": seed}
@@ -127,7 +129,7 @@ def audit_figures(
     where = {q: i for i, q in enumerate(questions)}
     q_index = np.array([where[p.request.question_id] for p in pairs], dtype=np.int64)
     gold = np.array([INDEX[p.gold] for p in pairs], dtype=np.int64)
-    pred = np.array([INDEX[v.label] for v in verdicts], dtype=np.int64)  # type: ignore[attr-defined]
+    pred = np.array([INDEX[v.label] for v in verdicts], dtype=np.int64)
     per_q = np.zeros((len(questions), len(LABELS), len(LABELS)))
     np.add.at(per_q, (q_index, gold, pred), 1.0)
     binary_per_q = ag.one_vs_rest(per_q, IMPORTANT)

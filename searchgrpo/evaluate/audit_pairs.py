@@ -237,7 +237,7 @@ def sample_pairs(data: AuditData, retriever: Retriever, n: int, seed: int) -> li
     rng = np.random.default_rng(seed)
     chosen: list[tuple[int, int, str]] = []
     for s, (stratum, k) in enumerate(zip(STRATA, quota)):
-        picks = rng.choice(len(pools[stratum]), size=k, replace=False) if k else []
+        picks: Iterable[int] = rng.choice(len(pools[stratum]), size=k, replace=False) if k else []
         chosen.extend((pools[stratum][j][0], s, pools[stratum][j][1]) for j in picks)
     chosen.sort()
     reference = gold_only_checker(data)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from searchgrpo.agents.checker import DocumentChecker, Verdict
 from searchgrpo.config import Config
 from searchgrpo.errors import UserError, check_cancel
 from searchgrpo.evaluate.audit_metrics import audit_figures, verdict_probs
@@ -111,10 +112,10 @@ def require_matplotlib() -> None:
 
 
 def label_pairs(
-    checker: Any, pairs: list[AuditPair], sink: EventSink, stop: threading.Event | None
-) -> tuple[list[Any], float, float]:
+    checker: DocumentChecker, pairs: list[AuditPair], sink: EventSink, stop: threading.Event | None
+) -> tuple[list[Verdict], float, float]:
     """The checker's verdicts, the seconds spent in `check`, and those of the first batch."""
-    verdicts: list[Any] = []
+    verdicts: list[Verdict] = []
     spent = first = 0.0
     for start in range(0, len(pairs), BATCH):
         check_cancel(stop, f"audit cancelled after {len(verdicts)} of {len(pairs)} verdicts: no report written")
@@ -131,9 +132,8 @@ def label_pairs(
     return verdicts, spent, first
 
 
-def _stats(checker: Any) -> dict[str, float]:
-    stats = getattr(checker, "stats", None)
-    return dict(stats()) if callable(stats) else {}
+def _stats(checker: DocumentChecker) -> dict[str, float]:
+    return dict(checker.stats() or {})
 
 
 def run_audit(
@@ -151,16 +151,13 @@ def run_audit(
     pairs = sample_pairs(data, make_retriever(cfg, data.dataset), request.pairs, request.seed)
     checker = make_checker(cfg, data.dataset)
     try:
-        describe = getattr(checker, "describe", None)
-        described = describe() if callable(describe) else f"{checker.name} checker"
+        described = checker.describe()
         sink(AuditStarted(checker.name, described, len(pairs), str(output)))
         before = _stats(checker)
         verdicts, spent, first = label_pairs(checker, pairs, sink, stop)
         after = _stats(checker)
     finally:
-        close = getattr(checker, "close", None)
-        if callable(close):
-            close()
+        checker.close()
     report = build_report(cfg, request, data.source, pairs, verdicts, described, checker.name)
     report["speed"] = speed(len(verdicts), spent, first, before, after)
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -116,9 +116,7 @@ def run_episode_eval(
     except JobCancelled:
         raise JobCancelled(cancelled_note(episodes_done, len(specs) * len(starts), "episodes")) from None
     finally:
-        close = getattr(checker, "close", None)
-        if callable(close):
-            close()
+        checker.close()
     report = build_episode_report(
         cfg, request, [s.name for s in specs], [s.checkpoint for s in specs], played, rounds, budget, retriever.corpus
     )

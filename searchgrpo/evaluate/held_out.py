@@ -113,6 +113,7 @@ def held_out_overlap(
                 f"{printable(spec.checkpoint)}: cannot tell whether the eval questions are held out ({result.how})"
             )
         elif result.overlap:
+            assert run is not None  # an overlap is only found inside a run
             first = printable(result.overlap[0])
             what = (
                 f"--checkpoint {printable(spec.checkpoint)}: {len(result.overlap)} of the {len(questions)} eval "

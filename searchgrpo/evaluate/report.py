@@ -74,7 +74,8 @@ def load_report(path: str | Path) -> EvalReport:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: cannot read the eval report ({exc})") from None
-    mode = FORMATS.get(data.get("format")) if isinstance(data, dict) else None
+    name = data.get("format") if isinstance(data, dict) else None
+    mode = FORMATS.get(name) if isinstance(name, str) else None
     if mode is None:
         raise UserError(
             f"{path}: not a searchgrpo eval report (format {data.get('format') if isinstance(data, dict) else None!r})"
@@ -203,8 +204,10 @@ def question_rows(report: EvalReport, limit: int | None = None) -> list[list[str
         cells += [fmt(values.get(p)) for p in report.policies]
         if len(report.policies) > 1:
             first, last = values.get(report.policies[0]), values.get(report.policies[-1])
-            ok = isinstance(first, (int, float)) and isinstance(last, (int, float))
-            cells.append(f"{last - first:+.3f}" if ok else "–")
+            if isinstance(first, (int, float)) and isinstance(last, (int, float)):
+                cells.append(f"{last - first:+.3f}")
+            else:
+                cells.append("–")
         rows.append(cells)
     return rows
 

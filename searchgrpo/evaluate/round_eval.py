@@ -15,6 +15,7 @@ and reward components. The same inputs and seed give the same report (but for it
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Sequence
@@ -105,15 +106,13 @@ def run_round_eval(
                     num_samples=request.num_samples,
                     temperature=request.temperature,
                     budgets=cfg.eval.budgets,
-                    progress=lambda finished, total, name=spec.name: progress(name, finished, total),
+                    progress=functools.partial(progress, spec.name),
                     stop=stop,
                 )
     except JobCancelled:
         raise JobCancelled(cancelled_note(sum(done.values()), len(specs) * len(states), "states")) from None
     finally:
-        close = getattr(env.checker, "close", None)
-        if callable(close):
-            close()
+        env.checker.close()
     report = build_report(cfg, request, specs, states, scored)
     report["held_out"] = held_out
     atomic_write_json(output, json_safe(report))

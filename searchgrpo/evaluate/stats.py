@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 def bootstrap_ci(
@@ -56,7 +57,7 @@ def mean_ci(values: Sequence[float], **kw) -> tuple[float, float]:
     return bootstrap_ci(np.asarray(values, dtype=np.float64), lambda s: s.mean(axis=1), **kw)
 
 
-def ratio_ci(found: Sequence[float], wanted: Sequence[float], **kw) -> tuple[float, float]:
+def ratio_ci(found: ArrayLike, wanted: ArrayLike, **kw) -> tuple[float, float]:
     """CI of a pooled ratio sum(found) / sum(wanted), resampling questions."""
     pairs = np.stack([np.asarray(found, np.float64), np.asarray(wanted, np.float64)], axis=1)
 
@@ -68,7 +69,7 @@ def ratio_ci(found: Sequence[float], wanted: Sequence[float], **kw) -> tuple[flo
 
 
 def paired_ratio_diff_ci(
-    num_a: Sequence[float], den_a: Sequence[float], num_b: Sequence[float], den_b: Sequence[float], **kw
+    num_a: ArrayLike, den_a: ArrayLike, num_b: ArrayLike, den_b: ArrayLike, **kw
 ) -> tuple[float, float]:
     """CI of sum(num_b)/sum(den_b) - sum(num_a)/sum(den_a) over the same questions (each pooled
     ratio with its own denominator, e.g. documents checked per IMPORTANT document found)."""
@@ -82,7 +83,7 @@ def paired_ratio_diff_ci(
     return bootstrap_ci(cols, stat, **kw)
 
 
-def median_diff_ci(a: Sequence[float], b: Sequence[float], **kw) -> tuple[float, float]:
+def median_diff_ci(a: ArrayLike, b: ArrayLike, **kw) -> tuple[float, float]:
     """CI of median(b) - median(a) over the same questions."""
     cols = np.stack([np.asarray(a, np.float64), np.asarray(b, np.float64)], axis=1)
     return bootstrap_ci(cols, lambda s: np.median(s[..., 1], axis=1) - np.median(s[..., 0], axis=1), **kw)
@@ -107,6 +108,7 @@ def compare_policies(
     """
     boot = {"resamples": resamples, "seed": seed}
     aggregate: dict[str, dict[str, object]] = {}
+    pooled: dict[str, dict[str, float]] = {}  # the ratios of `aggregate`, as floats
     for name, v in values.items():
         agg: dict[str, object] = {}
         ci: dict[str, list[float]] = {}
@@ -116,7 +118,7 @@ def compare_policies(
             ci[m] = list(mean_ci(finite, **boot))
         for m, (num, den) in ratios.items():
             total = float(v[den].sum())
-            agg[m] = float(v[num].sum()) / total if total else math.nan
+            agg[m] = pooled.setdefault(name, {})[m] = float(v[num].sum()) / total if total else math.nan
             ci[m] = list(ratio_ci(v[num], v[den], **boot))
         agg["ci"] = ci
         aggregate[name] = agg
@@ -133,7 +135,7 @@ def compare_policies(
                 entry[m] = {"diff": float(diff.mean()) if diff.size else math.nan, "ci": list(mean_ci(diff, **boot))}
             for m, (num, den) in ratios.items():
                 entry[m] = {
-                    "diff": float(aggregate[name][m]) - float(aggregate[baseline][m]),  # type: ignore[arg-type]
+                    "diff": pooled[name][m] - pooled[baseline][m],
                     "ci": list(paired_ratio_diff_ci(base[num], base[den], cur[num], cur[den], **boot)),
                 }
             paired[name] = entry

@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from searchgrpo.policy.fused_decode import RMS_NORMS, FusedStep, Unsupported, fused_layout, lora_factors
+from searchgrpo.policy.fused_decode import FusedStep
+from searchgrpo.policy.fused_layout import RMS_NORMS, Unsupported, fused_layout, lora_factors
 from searchgrpo.policy.split_attention import chunk_mask, split_mask_
 
 DECODERS = ("auto", "dynamic", "static", "graph", "fused")
@@ -84,6 +85,7 @@ def grouped_decode_attention(
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
+    assert attention_mask is not None  # decode steps over the static cache always pass its slot mask
     kv_heads = key.shape[1]
     scale = scaling if scaling is not None else dim**-0.5
     q = query.reshape(batch, kv_heads, heads // kv_heads, dim)
@@ -287,12 +289,15 @@ class StaticDecoder(ReplayedDecoder):
         shortcuts: bool = True,
     ) -> None:
         from transformers import StaticCache
+        from transformers.cache_utils import LinearAttentionCacheLayerMixin
 
         super().__init__(prompt_mask, k, graph)
         width = prompt_mask.shape[1]
         self.model = model
         self.cache = StaticCache(config=model.config, max_cache_len=width + max_new_tokens)
         for layer, prefix in zip(self.cache.layers, prefix_cache.layers):
+            # resolve_decoder sends models with other layer kinds than full attention to "dynamic".
+            assert not isinstance(layer, LinearAttentionCacheLayerMixin)
             layer.update(prefix.keys.repeat_interleave(k, dim=0), prefix.values.repeat_interleave(k, dim=0))
         self.visible = torch.zeros(
             len(self.token), 1, 1, width + max_new_tokens, dtype=torch.bool, device=prompt_mask.device

@@ -14,13 +14,16 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from searchgrpo.agents.rules import RuleExecutor
 from searchgrpo.config import Config
 from searchgrpo.data.traces import SearchState
 from searchgrpo.env.prompts import parse_clues
 from searchgrpo.policy.sampling import Prompts, generate
+
+if TYPE_CHECKING:
+    from searchgrpo.policy.model import Policy
 
 
 class PolicyExecutor:
@@ -29,7 +32,7 @@ class PolicyExecutor:
     def __init__(
         self,
         cfg: Config,
-        policy: Any,
+        policy: Policy,
         *,
         use_adapter: bool = True,
         seed: int = 0,

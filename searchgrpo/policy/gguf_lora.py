@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 HF_TO_GGUF = {
     "self_attn.q_proj": "attn_q",
@@ -69,8 +72,10 @@ def lora_updates(model: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         if len(adapters) != 1 or getattr(module, "use_dora", {}).get(adapters[0], False):
             raise ValueError(f"{name}: the server sampler takes one plain LoRA adapter per layer")
         a = adapters[0]
-        weight_a = module.lora_A[a].weight.detach().float().cpu().numpy()
-        weight_b = (module.lora_B[a].weight.detach().float() * module.scaling[a]).cpu().numpy()
+        # peft's factors of a linear layer are nn.Linear (ModuleDict indexing types them as Module).
+        lora_a, lora_b = cast("torch.nn.Linear", module.lora_A[a]), cast("torch.nn.Linear", module.lora_B[a])
+        weight_a = lora_a.weight.detach().float().cpu().numpy()
+        weight_b = (lora_b.weight.detach().float() * module.scaling[a]).cpu().numpy()
         out[name] = (weight_a, weight_b)
     return out
 

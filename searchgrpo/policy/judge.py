@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from searchgrpo.agents.checker import CheckRequest, Verdict
+from searchgrpo.agents.checker import CheckerDefaults, CheckRequest, Verdict
 from searchgrpo.agents.llm_checker import PROMPT_ID, build_messages, shown_text, user_prompt
 from searchgrpo.agents.verdict_cache import CachedVerdict, CacheKey, VerdictCache, document_key, question_key
 from searchgrpo.config import Config, ConfigError, cache_root
@@ -128,7 +128,7 @@ def full_attention_only(model: Any) -> bool:
     return layer_types == {"full_attention"} and packs_prefix(model)
 
 
-class BaseJudge:
+class BaseJudge(CheckerDefaults):
     """The in-process judge (see the module docstring)."""
 
     name = "base"

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from searchgrpo.policy.sampling import left_pad
+
+if TYPE_CHECKING:
+    from searchgrpo.policy.model import Policy
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,7 @@ def selective_log_softmax(logits: Tensor, tokens: Tensor) -> Tensor:
 
 
 def layout_batch(
-    policy: Any, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], k: int
+    policy: Policy, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], k: int
 ) -> GroupBatch | SequenceBatch:
     """Whole groups laid out for one forward pass: packed (each prompt once) where the model's
     attention takes a tree mask, else one row per sequence."""
@@ -190,7 +193,7 @@ def layout_batch(
     return make_batch([p for p in prompts for _ in range(k)], completions, pad, policy.device)
 
 
-def batch_logprobs(policy: Any, batch: GroupBatch | SequenceBatch, temperature: float) -> torch.Tensor:
+def batch_logprobs(policy: Policy, batch: GroupBatch | SequenceBatch, temperature: float) -> torch.Tensor:
     """[rows, C] completion log-probs of a `layout_batch` batch under the policy's current weights."""
     if isinstance(batch, GroupBatch):
         return group_logprobs(policy.model, batch, temperature)
@@ -199,7 +202,7 @@ def batch_logprobs(policy: Any, batch: GroupBatch | SequenceBatch, temperature: 
 
 @torch.no_grad()
 def sampling_logprobs(
-    policy: Any, prompt: Sequence[int], completions: Sequence[Sequence[int]], temperature: float
+    policy: Policy, prompt: Sequence[int], completions: Sequence[Sequence[int]], temperature: float
 ) -> torch.Tensor:
     """[K, T] log-probs of one group's completions under the weights of now (kept on the CPU): the
     old log-probs of samples that are trained on after the weights have moved (`train.pipeline`)."""

@@ -88,7 +88,10 @@ def load_pretrained_checked(path: Path, what: str, **kwargs: Any) -> Any:
 
     check_safetensors(path, what)
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(str(path), output_loading_info=True, **kwargs)
+        # (model, info): transformers types from_pretrained as returning the model alone, which it
+        # does without output_loading_info.
+        loaded: Any = AutoModelForCausalLM.from_pretrained(str(path), output_loading_info=True, **kwargs)
+        model, info = loaded
     except (OSError, ValueError, RuntimeError) as exc:
         raise UserError(f"{what}: {path} could not be loaded ({one_line(exc, 300)})") from None
     problems = loading_problems(info)

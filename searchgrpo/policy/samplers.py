@@ -15,10 +15,13 @@ returning [prompt][sample] `Completion`s, and `close()`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from searchgrpo.config import Config
 from searchgrpo.policy.sampling import Completion, generate
+
+if TYPE_CHECKING:
+    from searchgrpo.policy.model import Policy
 
 
 class Sampler(Protocol):
@@ -39,7 +42,7 @@ class Sampler(Protocol):
 class LocalSampler:
     """`generate` on the policy's own model, with the configured decoder."""
 
-    def __init__(self, policy: Any, decoder: str = "auto") -> None:
+    def __init__(self, policy: Policy, decoder: str = "auto") -> None:
         self.policy = policy
         self.decoder = decoder
 
@@ -71,7 +74,7 @@ class LocalSampler:
         pass
 
 
-def make_sampler(cfg: Config, policy: Any) -> Sampler:
+def make_sampler(cfg: Config, policy: Policy) -> Sampler:
     """The sampler `grpo.sampler` names, for `policy`."""
     if cfg.grpo.sampler == "server":
         from searchgrpo.policy.server_sampler import ServerSampler

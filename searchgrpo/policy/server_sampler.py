@@ -35,7 +35,7 @@ import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -45,6 +45,9 @@ from searchgrpo.embedded import EMBEDDED, embedded_gguf_path
 from searchgrpo.errors import UserError
 from searchgrpo.policy.gguf_lora import BaseInfo, write_gguf_lora
 from searchgrpo.policy.sampling import Completion, stop_token_ids
+
+if TYPE_CHECKING:
+    from searchgrpo.policy.model import Policy
 
 NEUTRAL = {
     "top_k": 0,
@@ -95,7 +98,7 @@ def aligned_logprobs(ids: Sequence[int], probs: Sequence[dict[str, Any]], post: 
 class ServerSampler:
     """Samples from llama.cpp serving `gguf` with `policy`'s current adapter (see the module docstring)."""
 
-    def __init__(self, policy: Any, gguf: str | Path, *, parallel: int, slot_context: int, threads: int = 0) -> None:
+    def __init__(self, policy: Policy, gguf: str | Path, *, parallel: int, slot_context: int, threads: int = 0) -> None:
         self.policy = policy
         self.gguf = Path(gguf)
         self.base = BaseInfo(self.gguf)
@@ -114,7 +117,7 @@ class ServerSampler:
         self._flip = 0
 
     @classmethod
-    def for_config(cls, cfg: Config, policy: Any) -> ServerSampler:
+    def for_config(cls, cfg: Config, policy: Policy) -> ServerSampler:
         g = cfg.grpo
         return cls(
             policy,

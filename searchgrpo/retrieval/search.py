@@ -63,7 +63,8 @@ class Retriever(Protocol):
     and episodes search through (`retrieval.backends.open_retriever` makes the configured one).
     `corpus.get(docid)` gives every document a search returned (title and text for the checker)."""
 
-    corpus: Corpus
+    @property
+    def corpus(self) -> Corpus: ...  # read-only: HttpSearch's is a SearchedCorpus
 
     def search(self, query: str, k: int) -> list[Hit]: ...
 

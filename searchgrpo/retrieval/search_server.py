@@ -90,6 +90,7 @@ class SearchServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
+        assert isinstance(host, str)  # an IPv4/IPv6 socket's address names its host as a str
         return f"http://{host}:{port}{self.path}"
 
     def results(self, query: str, k: int) -> list[dict[str, Any]]:

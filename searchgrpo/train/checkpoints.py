@@ -96,8 +96,8 @@ def save_checkpoint(
                 torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
                 rng = {"torch_cpu": torch.get_rng_state()}
                 if torch.cuda.is_available():
-                    for i, state in enumerate(torch.cuda.get_rng_state_all()):
-                        rng[f"torch_cuda_{i}"] = state
+                    for i, cuda_state in enumerate(torch.cuda.get_rng_state_all()):
+                        rng[f"torch_cuda_{i}"] = cuda_state
                 save_file(rng, str(tmp / "rng.safetensors"))
                 if sampling_weights is not None:
                     save_file({k: v.contiguous() for k, v in sampling_weights.items()}, str(tmp / SAMPLING_WEIGHTS))
@@ -237,9 +237,9 @@ def resume_candidates(run_dir: Path) -> list[tuple[Path, CheckpointInfo | str]]:
     root = run_dir / CHECKPOINT_DIR
     if not root.is_dir():
         return []
-    folders = [p for p in root.iterdir() if _STEP_DIR.match(p.name)]
-    folders.sort(key=lambda p: int(_STEP_DIR.match(p.name).group(1)), reverse=True)  # type: ignore[union-attr]
-    return [(p, inspect_checkpoint(p)) for p in folders]
+    numbered = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.match(p.name))]
+    numbered.sort(key=lambda item: item[0], reverse=True)
+    return [(p, inspect_checkpoint(p)) for _, p in numbered]
 
 
 def list_checkpoints(run_dir: Path) -> list[CheckpointInfo]:

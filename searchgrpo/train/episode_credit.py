@@ -30,18 +30,21 @@ sampling round's groups before dynamic sampling judges them, times the continuat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from searchgrpo.agents.checker import Verdict
 from searchgrpo.agents.rules import RuleEntityManager, RulePlanner
 from searchgrpo.config import Config
 from searchgrpo.data.labels import Label
-from searchgrpo.env.search_round import SearchRoundEnv, StepResult
+from searchgrpo.env.search_round import RetrievedDoc, SearchRoundEnv, StepResult
 from searchgrpo.episodes.play import EntityManager, Episode, EpisodeStart, Executor, Planner, advance, branch
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.returns import BranchReturn, LaterRound, branch_return, ranking_change
 from searchgrpo.train.rollouts import ScoredGroup
 from searchgrpo.train.timing import Stopwatch
+
+if TYPE_CHECKING:
+    from searchgrpo.policy.model import Policy
 
 
 def own_finds(result: StepResult) -> float:
@@ -60,10 +63,15 @@ def start_branch(group: ScoredGroup, result: StepResult, env: SearchRoundEnv, ho
         state.round,
         result.clues,
         [d.docid for d in result.docs],
-        [corpus.get(d.docid) for d in fresh],  # type: ignore[misc]
-        [Verdict(d.label, d.reason) for d in fresh],
+        [corpus.document(d.docid) for d in fresh],
+        [_verdict(d) for d in fresh],
         rounds_after=horizon,
     )
+
+
+def _verdict(doc: RetrievedDoc) -> Verdict:
+    assert doc.label is not None, "episode credit judges every group (group_scoring.lazy_filter_of)"
+    return Verdict(doc.label, doc.reason)
 
 
 def later_rounds(episode: Episode, round_no: int) -> list[LaterRound]:
@@ -126,7 +134,7 @@ class EpisodeCredit:
     def __init__(
         self,
         cfg: Config,
-        policy: Any,
+        policy: Policy,
         env: SearchRoundEnv,
         *,
         executor: Executor | None = None,

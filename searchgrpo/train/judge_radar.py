@@ -116,7 +116,7 @@ class RadarCounts:
     @classmethod
     def from_list(cls, values: Sequence[float]) -> RadarCounts:
         names = (*LENGTH_NAMES, *OVERLAP_NAMES)
-        out = cls(*values[:6])
+        out = cls(values[0], values[1], values[2], values[3], values[4], values[5])
         for i, name in enumerate(names):
             row = [float(v) for v in values[6 + 4 * i : 10 + 4 * i]]
             if row[0]:

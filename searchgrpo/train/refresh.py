@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,9 +26,12 @@ from searchgrpo.policy.executor import PolicyExecutor
 from searchgrpo.seeding import derive_seed
 from searchgrpo.train.state_pool import StatePool
 
+if TYPE_CHECKING:
+    from searchgrpo.policy.model import Policy
+
 
 def replay_training_questions(
-    cfg: Config, policy: Any, env: Any, dataset: Dataset, step: int
+    cfg: Config, policy: Policy, env: Any, dataset: Dataset, step: int
 ) -> tuple[list[SearchState], dict[str, float]]:
     """(the new states, `refresh/*` metrics) of a replay after step `step`."""
     started = time.perf_counter()
@@ -67,7 +70,7 @@ def replay_training_questions(
 
 def refresh_pool(
     cfg: Config,
-    policy: Any,
+    policy: Policy,
     env: Any,
     dataset: Dataset,
     pool: StatePool,

@@ -35,8 +35,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from searchgrpo.config import GRPOConfig
 from searchgrpo.data.traces import SearchState
@@ -45,89 +45,21 @@ from searchgrpo.policy.logprobs import sampling_logprobs
 from searchgrpo.policy.sampling import Completion, generate
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.group_scoring import lazy_filter_of, score, score_one, zero_variance
-from searchgrpo.train.returns import BranchReturn
+from searchgrpo.train.scored_group import Rollouts, ScoredGroup
 from searchgrpo.train.timing import Stopwatch
+
+if TYPE_CHECKING:
+    from searchgrpo.policy.model import Policy
 
 Refill = Callable[[int, int, set[str]], list[SearchState]]
 """(attempt, n, state ids already in the step) -> up to n fresh states, the same on every rank."""
-Credit = Callable[[list["ScoredGroup"]], None]
+Credit = Callable[[list[ScoredGroup]], None]
 """Pays a sampling round's groups their episode returns (`ScoredGroup.set_credit`), in place."""
-
-
-@dataclass
-class ScoredGroup:
-    """One state's K samples and what they scored."""
-
-    key: tuple[int, int]
-    """(sampling round, position in that round): the group's place in the step, on every rank."""
-    state: SearchState
-    prompt: list[int]
-    completions: list[Completion]
-    results: list[StepResult]
-    zero_std: bool
-    """All K rewards equal: the group has no learning signal."""
-    in_batch: bool = True
-    """Trained on; False for a group that dynamic sampling replaced."""
-    old_logp: Any = None
-    """[K, T] log-probs of the completions under the weights they were sampled with (`keep_old`)."""
-    credit: list[BranchReturn] | None = None
-    """Episode credit (`grpo.credit: episode`): each sample's branch return; None under round credit."""
-
-    @property
-    def rewards(self) -> list[float]:
-        """What the advantages are computed on: the returns under episode credit, else the rewards."""
-        return [b.total for b in self.credit] if self.credit is not None else [r.reward.total for r in self.results]
-
-    @property
-    def judged(self) -> bool:
-        """The checker labelled its documents (False: deferred by lazy judging)."""
-        return all(r.judged for r in self.results)
-
-    @property
-    def documents(self) -> int:
-        """Distinct documents its K clue sets retrieved: what one checker batch of it asks for."""
-        return len({d.docid for r in self.results for d in r.docs})
-
-    @property
-    def same_finds(self) -> bool:
-        """Every clue set found the same worth of new documents (new_important + new_relevant as weighted
-        in the reward; episode credit: over the branch, discounted): the rest is costs and guards."""
-        if self.credit is not None:
-            return zero_variance([b.finds for b in self.credit])
-        weighted = [r.reward.weighted for r in self.results]
-        return zero_variance([w.get("new_important", 0.0) + w.get("new_relevant", 0.0) for w in weighted])
-
-    def set_credit(self, returns: Sequence[BranchReturn]) -> None:
-        """Pay the samples their branch returns: advantages, `zero_std` and usefulness follow them."""
-        self.credit = list(returns)
-        self.zero_std = zero_variance(self.rewards)
-
-    def usefulness(self, dynamic_filter: str) -> int:
-        """0: informative; 1: its rewards differ only by costs and guards and `dynamic_filter` is
-        `finds` (replaced, but preferred to 2 as a filler); 2: zero reward variance."""
-        if self.zero_std:
-            return 2
-        return 1 if dynamic_filter == "finds" and self.same_finds else 0
-
-
-@dataclass
-class Rollouts:
-    """This rank's groups of the step and what dynamic sampling did (global counts)."""
-
-    batch: list[ScoredGroup]
-    """This rank's groups to train on, in step order."""
-    sampled: list[ScoredGroup]
-    """Every group this rank sampled (the batch and the replaced ones), in step order."""
-    target: int
-    """Groups in the step's batch, over all ranks."""
-    stats: dict[str, float] = field(default_factory=dict)
-    outcomes: list[tuple[str, int]] = field(default_factory=list)
-    """Every rank's sampled groups as (state id, usefulness), in step order (`StatePool.observe`)."""
 
 
 def sample(
     g: GRPOConfig,
-    policy: Any,
+    policy: Policy,
     prompts: Sequence[list[int]],
     seeds: Sequence[int],
     sampler: Any = None,
@@ -199,7 +131,7 @@ def scored_groups(
 
 def sample_and_score(
     g: GRPOConfig,
-    policy: Any,
+    policy: Policy,
     env: SearchRoundEnv,
     states: Sequence[SearchState],
     prompts: Sequence[list[int]],
@@ -230,18 +162,19 @@ class PendingRollout:
     prompts: list[list[int]]
     groups: list[list[Completion]]
     old: list[Any]
-    results: Future | list[list[StepResult]]
+    results: Future[list[list[StepResult]]] | list[list[StepResult]]
     """The scores: a future while a thread computes them."""
 
-    def settle(self) -> None:
-        """Wait until the scores are in (the environment may then be used by someone else)."""
+    def settle(self) -> list[list[StepResult]]:
+        """Wait until the scores are in (the environment may then be used by someone else); them."""
         if isinstance(self.results, Future):
             self.results = self.results.result()
+        return self.results
 
 
 def start_rollout(
     g: GRPOConfig,
-    policy: Any,
+    policy: Policy,
     env: SearchRoundEnv,
     states: Sequence[SearchState],
     *,
@@ -261,7 +194,9 @@ def start_rollout(
     prompts = [prompt_of(s) for s in picked]
     groups, old = sample(g, policy, prompts, [seed_of(s, 0) for s in picked], sampler, watch, keep_old)
     if scorer is not None:
-        results: Future | list[list[StepResult]] = scorer.submit(score, env, picked, groups, lazy_filter_of(g))
+        results: Future[list[list[StepResult]]] | list[list[StepResult]] = scorer.submit(
+            score, env, picked, groups, lazy_filter_of(g)
+        )
     else:
         with watch.time("score"):
             results = score(env, picked, groups, lazy_filter_of(g))
@@ -271,7 +206,7 @@ def start_rollout(
 def finish_rollout(
     pending: PendingRollout,
     g: GRPOConfig,
-    policy: Any,
+    policy: Policy,
     env: SearchRoundEnv,
     *,
     prompt_of: Callable[[SearchState], list[int]],
@@ -293,8 +228,8 @@ def finish_rollout(
             pending.settle()
     target = len(pending.states)
     sampled = scored_groups(
-        0, dist.rank, dist.world, pending.picked, pending.prompts, pending.groups, pending.results, pending.old
-    )  # type: ignore[arg-type]
+        0, dist.rank, dist.world, pending.picked, pending.prompts, pending.groups, pending.settle(), pending.old
+    )
     if credit is not None:
         credit(sampled)
     flags: dict[tuple[int, int], int] = {}  # every rank's groups: key -> usefulness (0 is informative)
@@ -370,7 +305,7 @@ def finish_rollout(
 
 def collect_groups(
     g: GRPOConfig,
-    policy: Any,
+    policy: Policy,
     env: SearchRoundEnv,
     states: Sequence[SearchState],
     *,

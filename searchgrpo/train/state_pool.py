@@ -104,10 +104,10 @@ class StatePool:
         returns their file, or None if there is none."""
         folder = run_dir / REFRESH_DIR
         files = sorted(folder.glob("step-*.json")) if folder.is_dir() else []
-        usable = [f for f in files if _step_of(f) is not None and _step_of(f) <= step]  # type: ignore[operator]
+        usable = [(n, f) for f in files if (n := _step_of(f)) is not None and n <= step]
         if not usable:
             return None
-        path = usable[-1]
+        collected_at, path = usable[-1]
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             states = [state_from_json(s) for s in data["states"]]
@@ -116,7 +116,7 @@ class StatePool:
                 f"{path}: refreshed states cannot be read ({type(exc).__name__}: {exc}); "
                 "delete the file to train without them"
             ) from None
-        self.set_refreshed(states, _step_of(path))  # type: ignore[arg-type]
+        self.set_refreshed(states, collected_at)
         return path
 
 

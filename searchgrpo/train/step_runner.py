@@ -30,9 +30,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from searchgrpo.agents.checker import checker_stats, stats_delta
+from searchgrpo.agents.checker import stats_delta
 from searchgrpo.config import Config
 from searchgrpo.seeding import derive_seed
 from searchgrpo.train.distributed import Dist
@@ -43,6 +43,9 @@ from searchgrpo.train.state_pool import StatePool
 from searchgrpo.train.step import StepOutcome, update
 from searchgrpo.train.timing import Stopwatch
 
+if TYPE_CHECKING:
+    from searchgrpo.policy.model import Policy
+
 
 class StepRunner:
     """See the module docstring."""
@@ -50,7 +53,7 @@ class StepRunner:
     def __init__(
         self,
         cfg: Config,
-        policy: Any,
+        policy: Policy,
         env: Any,
         optimizer: Any,
         scheduler: Any,
@@ -107,7 +110,7 @@ class StepRunner:
         cfg, watch = self.cfg, Stopwatch()
         epoch, _ = self.pool.states_for_step(index)
         torch.manual_seed(derive_seed(cfg.train.seed, "step", index))
-        before = checker_stats(self.env.checker)
+        before = self.env.checker.stats()
         if self._pending is not None and self._pending[0] == index:
             pending = self._pending[1]
         else:
@@ -153,7 +156,7 @@ class StepRunner:
             outcome.metrics["credit/continuation_time_share"] = (
                 outcome.metrics.get("time/continuation", 0.0) / step_time if step_time > 0 else 0.0
             )
-        after = checker_stats(self.env.checker)
+        after = self.env.checker.stats()
         if before is not None and after is not None:
             keys = sorted(after)  # counters summed over ranks: the step's, then since the start
             summed = self.dist.sum([after[k] - before.get(k, 0.0) for k in keys] + [after[k] for k in keys])

@@ -1,4 +1,4 @@
-"""The GRPO training loop: data order, steps, evaluation, checkpoints, resume and control.
+"""The GRPO training loop: data order, steps, evaluation, checkpoints and control.
 
 `Trainer(cfg, sink=..., control=...).train()` runs a whole run and publishes typed events to
 `sink`. It never prints and never imports the console. `control` lets another thread pause,
@@ -18,32 +18,20 @@ Data parallelism (`distributed.py`): each rank samples and trains its share of e
 groups; only rank 0 publishes events and writes checkpoints; stop, pause and save requests are
 agreed on by all ranks.
 
-Setup checks everything it can before it writes anything or loads a weight: the data, the model's
-sizes (`policy.preflight`), and on `--resume` the run's lock, config and data (`run_history`), so a
-bad start leaves no run folder behind. The folder is claimed last (`run_lock`): a fresh run's id is
-made unique with an exclusive mkdir, and the folder is locked for as long as the trainer writes it;
-`on_claimed(run_dir)` is then called (the event log opens there). A resumed run that has no steps
-left is a no-op that says so. The run folder holds the prompt the run trains with
-(`prompt_template.jinja`, `prompt.json`: `env.prompt_record`), and each start's history entry its
-digest: a resume with another template text is refused without --allow-changes.
+Setting up (the checks, the loading, the claim of the run folder and resuming) is
+`trainer_setup.TrainerSetup`'s, whose `__init__` declares every attribute a trainer has.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from searchgrpo.agents.llm_checker import PROMPT_VERSION, LLMChecker
-from searchgrpo.config import Config, to_yaml
+from searchgrpo.config import Config
 from searchgrpo.data.dataset import Dataset
-from searchgrpo.data.fingerprint import data_fingerprint
-from searchgrpo.env.prompt_record import PromptSizes, write_prompt_record
-from searchgrpo.env.prompt_template import load_template
-from searchgrpo.errors import UserError
+from searchgrpo.data.traces import SearchState
 from searchgrpo.events import (
     CheckpointSaved,
     EvalFinished,
@@ -57,32 +45,14 @@ from searchgrpo.events import (
     StepFinished,
     TrainEvalProgress,
 )
-from searchgrpo.fileio import atomic_write_text
-from searchgrpo.policy.sampling import Prompts
-from searchgrpo.policy.scoring import score_policy, state_summary, summarise
-from searchgrpo.train.checkpoints import (
-    CheckpointInfo,
-    check_base_model,
-    list_checkpoints,
-    load_newest_checkpoint,
-    load_sampling_weights,
-    newest_usable,
-    remove_interrupted_writes,
-    save_checkpoint,
-)
-from searchgrpo.train.control import TrainerControl
-from searchgrpo.train.distributed import Dist
-from searchgrpo.train.informative_pool import make_pool, restore_pool
-from searchgrpo.train.judge_radar import Drift, JudgeRadar, drift_stop_line
+from searchgrpo.train.checkpoints import CheckpointInfo, list_checkpoints, save_checkpoint
+from searchgrpo.train.control import TrainerControl, wait_if_paused
+from searchgrpo.train.judge_radar import Drift, drift_stop_line
+from searchgrpo.train.periodic_eval import evaluate_held_out
 from searchgrpo.train.refresh import refresh_pool
-from searchgrpo.train.run_history import append_history, check_prompt, check_resume, is_free
-from searchgrpo.train.run_lock import RunLock, claim, new_run_id
-from searchgrpo.train.schedule import make_scheduler
-from searchgrpo.train.step_runner import StepRunner
+from searchgrpo.train.run_lock import new_run_id
+from searchgrpo.train.trainer_setup import TrainerSetup
 from searchgrpo.train.views import step_events
-from searchgrpo.world import load_dataset, make_env
-
-MAX_ISSUES_SHOWN = 20
 
 
 @dataclass(frozen=True)
@@ -94,7 +64,7 @@ class RunSummary:
     last_eval: dict[str, float]
 
 
-class Trainer:
+class Trainer(TrainerSetup):
     """GRPO + LoRA training of the Executor (see the module docstring)."""
 
     def __init__(
@@ -108,178 +78,22 @@ class Trainer:
         dataset: Dataset | None = None,
         allow_changes: bool = False,
     ) -> None:
-        self.cfg = cfg
-        self.dist = Dist(cfg.model.device)
-        self.sink: EventSink = sink or (lambda event: None)
-        self.control = control or TrainerControl()
-        self.resume = resume
-        self.allow_changes = allow_changes
-        """Resume even though the config or the data changed in ways that alter the optimisation."""
-        self.run_dir = Path(run_dir) if run_dir else Path(cfg.train.output_dir) / (cfg.train.run_name or new_run_id())
-        self._fresh_id = run_dir is None and cfg.train.run_name is None
-        self.on_claimed: Callable[[Path], None] | None = None
-        """Called with the run folder once this trainer holds it (the event log opens there)."""
-        self.lock: RunLock | None = None
-        self.finished: CheckpointInfo | None = None
-        """On resume: the checkpoint of a run that has no steps left (then train() does nothing)."""
-        self.dataset = dataset
-        self.step = 0
-        self.last_saved = -1
-        self.last_metrics: dict[str, float] = {}
-        self.last_eval: dict[str, float] = {}
-        self.last_eval_step: int | None = None
-        """The step `last_eval` was measured at."""
-
-    # ------------------------------------------------------------------ setup
-
-    def setup(self) -> None:
-        """Check, load and claim (see the module docstring): nothing is written before the claim."""
-        import torch
-
-        from searchgrpo.policy.model import load_policy, resolve_base
-        from searchgrpo.policy.preflight import check_fits_model
-
-        cfg, dist = self.cfg, self.dist
-        if not dist.is_main:
-            self.sink = lambda event: None  # rank 0 speaks for the job
-        template = load_template(cfg.prompt.template, cfg.prompt.clue_format)  # a bad template: one line, at once
-        with dist.main_first():  # rank 0 builds the demo world and converts the model once
-            if self.dataset is None:
-                self.dataset = load_dataset(cfg)
-            base = resolve_base(cfg)
-        check_fits_model(cfg, base)
-        ds = self.dataset
-        per = cfg.train.states_per_step
-        if per < dist.world:
-            raise UserError(f"train.states_per_step = {per} is below the {dist.world} processes: each needs a state")
-        if len(ds.train) < per:
-            raise UserError(f"{len(ds.train)} train states, fewer than train.states_per_step = {per}")
-        self.pool = make_pool(ds.train, cfg)
-        self.steps_per_epoch = self.pool.steps_per_epoch
-        total = self.steps_per_epoch * cfg.train.epochs
-        self.total_steps = min(total, cfg.train.max_steps) if cfg.train.max_steps else total
-        for text in ds.issue_summary(MAX_ISSUES_SHOWN):
-            self.sink(LogMessage("warning", text))
-        fingerprint = data_fingerprint(ds)
-        changes: list[tuple[str, Any, Any]] = []
-        if self.resume:  # the refusals first, then the lock: a refused resume writes nothing
-            changes, warnings = check_resume(self.run_dir, cfg, fingerprint, allow_changes=self.allow_changes)
-            warnings += check_prompt(
-                self.run_dir, template.digest, str(template.path), allow_changes=self.allow_changes
-            )
-            if dist.is_main:
-                self._lock(self.run_dir)
-            for text in warnings:
-                self.sink(LogMessage("warning", text))
-            newest = newest_usable(self.run_dir)
-            if newest is not None:
-                check_base_model(newest, cfg.model.base)
-            if newest is not None and newest.step >= self.total_steps:
-                self.finished = newest
-                return
-        with dist.main_first():
-            self.policy = load_policy(cfg, device=dist.device(cfg.model.device))
-        from searchgrpo.policy.samplers import make_sampler
-
-        self.sampler = make_sampler(cfg, self.policy)  # grpo.sampler: local generate or a server
-        self.prompts = Prompts(self.policy.tokenizer, cfg, template)
-        self.env = make_env(  # a `base` checker judges with the policy's base weights
-            cfg, ds, notice=lambda text: self.sink(LogMessage("info", text)), policy=self.policy
-        )
-        self.radar = JudgeRadar(ds.corpus, ds.labels)
-        checker = self.env.checker
-        if isinstance(checker, LLMChecker):
-            self.sink(
-                LogMessage(
-                    "info",
-                    f"checker: {checker.model} at {checker.client.base_url} "
-                    f"({checker.structured_output} output, prompt {PROMPT_VERSION})",
-                )
-            )
-        elif cfg.checker.backend == "base":
-            self.sink(LogMessage("info", f"checker: {checker.describe()} on {self.policy.device}"))  # type: ignore[attr-defined]
-        params = self.policy.trainable_parameters()
-        self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-        self.scheduler = make_scheduler(cfg, self.optimizer, self.total_steps)
-        self.runner = StepRunner(
+        super().__init__(
             cfg,
-            self.policy,
-            self.env,
-            self.optimizer,
-            self.scheduler,
-            self.pool,
-            prompt_of=self.prompts,
-            dist=dist,
-            sampler=self.sampler,
-            total_steps=self.total_steps,
-            radar=self.radar,
+            sink=sink,
+            control=control,
+            run_dir=Path(run_dir) if run_dir else Path(cfg.train.output_dir) / (cfg.train.run_name or new_run_id()),
+            fresh_id=run_dir is None and cfg.train.run_name is None,
+            resume=resume,
+            dataset=dataset,
+            allow_changes=allow_changes,
         )
-        self._claim()
-        if dist.is_main:
-            for leftover in remove_interrupted_writes(self.run_dir):
-                self.sink(
-                    LogMessage(
-                        "warning", f"removed {leftover.name}, left by an interrupted checkpoint write or deletion"
-                    )
-                )
-        dist.barrier()
-        if self.resume:
-            info, note = load_newest_checkpoint(
-                self.run_dir,
-                model=self.policy.model,
-                optimizer=self.optimizer,
-                scheduler=self.scheduler,
-                base_model=cfg.model.base,
-            )
-            if note:
-                self.sink(LogMessage("warning", note))
-            if info is None:
-                self.sink(LogMessage("warning", f"{self.run_dir}: no complete checkpoint yet; starting at step 0"))
-            else:
-                self.step = self.last_saved = info.step
-                self.last_eval = info.state.get("last_eval", {})
-                self.last_eval_step = info.state.get("last_eval_step")
-                restore_pool(self.pool, info.state, info.path)
-                self.runner.restore_sampling_weights(info.step, load_sampling_weights(info))
-                refreshed = self.pool.load_refreshed(self.run_dir, self.step)
-                if refreshed is not None:
-                    self.sink(
-                        LogMessage(
-                            "info", f"training on the {len(self.pool.refreshed)} refreshed states of {refreshed.name}"
-                        )
-                    )
-        if dist.is_main:
-            atomic_write_text(self.run_dir / "config.yaml", to_yaml(cfg))
-            prompt = write_prompt_record(self.run_dir, template, PromptSizes.of(cfg))
-            append_history(
-                self.run_dir,
-                step=self.step,
-                config=cfg.to_dict(),
-                data=fingerprint,
-                changes=changes,
-                allowed=self.allow_changes and any(not is_free(k) for k, _, _ in changes),
-                train_questions=sorted({s.question_id for s in ds.train}),
-                prompt=prompt,
-            )
-
-    def _lock(self, run_dir: Path) -> None:
-        self.run_dir, self.lock = claim(run_dir, fresh_id=self._fresh_id and not self.resume, resume=self.resume)
-        if self.lock.notice:
-            self.sink(LogMessage("warning", self.lock.notice))
-
-    def _claim(self) -> None:
-        """Make the run folder this trainer's (`run_lock.claim`), on rank 0; every rank writes there."""
-        if self.dist.is_main and self.lock is None:
-            self._lock(self.run_dir)
-        if self.dist.enabled:
-            self.run_dir = Path(self.dist.gather_json(str(self.run_dir))[0])
-        if self.on_claimed is not None:
-            self.on_claimed(self.run_dir)
 
     # ------------------------------------------------------------------ data order
 
-    def states_for_step(self, index: int) -> tuple[int, list[Any]]:
+    def states_for_step(self, index: int) -> tuple[int, list[SearchState]]:
         """(epoch, states) of the 0-based step `index` (`StatePool.states_for_step`)."""
+        assert self.pool is not None
         return self.pool.states_for_step(index)
 
     # ------------------------------------------------------------------ loop
@@ -299,15 +113,14 @@ class Trainer:
             self.close()
 
     def close(self) -> None:
-        """Release what the checker and the sampler hold (embedded servers, the verdict cache), and
-        the run's lock."""
-        runner = getattr(self, "runner", None)
-        if runner is not None:
-            runner.close()
-        for owner in (getattr(getattr(self, "env", None), "checker", None), getattr(self, "sampler", None)):
-            close = getattr(owner, "close", None)
-            if callable(close):
-                close()
+        """Release what the runner, the checker and the sampler hold (the scoring thread, embedded
+        servers, the verdict cache), and the run's lock."""
+        if self.runner is not None:
+            self.runner.close()
+        if self.env is not None:
+            self.env.checker.close()
+        if self.sampler is not None:
+            self.sampler.close()
         if self.lock is not None:
             self.lock.release()
             self.lock = None
@@ -323,17 +136,13 @@ class Trainer:
                 "train.epochs with --set and --allow-changes)",
             )
         )
-        return RunSummary(
-            self.run_dir,
-            info.step,
-            "already finished",
-            info.state.get("last_metrics", {}),
-            info.state.get("last_eval", {}),
-        )
+        last_metrics, last_eval = info.state.get("last_metrics", {}), info.state.get("last_eval", {})
+        return RunSummary(self.run_dir, info.step, "already finished", last_metrics, last_eval)
 
     def _loop(self) -> RunSummary:
-        cfg, ds, dist = self.cfg, self.dataset, self.dist
-        assert ds is not None
+        cfg, ds, dist, runner, env, radar = self.cfg, self.dataset, self.dist, self.runner, self.env, self.radar
+        assert ds is not None and runner is not None and env is not None and radar is not None
+        assert self.policy is not None
         self.sink(
             RunStarted(
                 run_id=self.run_dir.name,
@@ -354,38 +163,28 @@ class Trainer:
             if not self._wait_if_paused():
                 reason = "stopped"
                 break
-            epoch, outcome = self.runner.run(self.step, next_wanted=not self.control.stop.is_set())
+            epoch, outcome = runner.run(self.step, next_wanted=not self.control.stop.is_set())
             self.step += 1
-            for group in step_events(
-                self.step,
-                epoch,
-                outcome.groups,
-                outcome.advantages,
-                self.env.retriever.corpus,
-                self.cfg.env.snippet_chars,
-                self.dist,
-            ):
+            groups = outcome.groups
+            corpus, chars = env.retriever.corpus, cfg.env.snippet_chars
+            for group in step_events(self.step, epoch, groups, outcome.advantages, corpus, chars, dist):
                 self.sink(group)
             if outcome.nonfinite:
                 self.sink(LogMessage("warning", f"step {self.step}: non-finite loss or gradient; update skipped"))
-            if (
-                cfg.train.refresh_states_every
-                and self.step % cfg.train.refresh_states_every == 0
-                and self.step < self.total_steps
-            ):
+            refresh = cfg.train.refresh_states_every
+            if refresh and self.step % refresh == 0 and self.step < self.total_steps:
                 outcome.metrics.update(self.refresh_states())
             self.last_metrics = outcome.metrics
             self._note_missing_probs()
             self.sink(StepFinished(self.step, epoch, self.total_steps, outcome.metrics))
-            drift = self.radar.started(outcome.metrics)
+            drift = radar.started(outcome.metrics)
             if drift is not None and self._judge_drift(drift):
                 reason = "stopped"
                 break
             if cfg.train.eval_every and self.step % cfg.train.eval_every == 0:
                 self.evaluate()
-            if (cfg.train.save_every and self.step % cfg.train.save_every == 0) or dist.any(
-                self.control.save_now.is_set()
-            ):
+            save_every = cfg.train.save_every
+            if (save_every and self.step % save_every == 0) or dist.any(self.control.save_now.is_set()):
                 self.control.save_now.clear()
                 self.save()
             if dist.any(self.control.stop.is_set()):
@@ -402,8 +201,9 @@ class Trainer:
         """With soft labels, say once that the checker's verdicts come without label probabilities
         (they then count as their labels): an `llm` server without logprobs, or whose labels' first
         tokens are not distinct."""
-        note = getattr(self.env.checker, "probs_note", "")
-        if self.cfg.reward.soft_labels and note and not getattr(self, "_probs_noted", False):
+        assert self.env is not None
+        note = self.env.checker.probs_note
+        if self.cfg.reward.soft_labels and note and not self._probs_noted:
             self._probs_noted = True
             self.sink(
                 LogMessage(
@@ -416,67 +216,42 @@ class Trainer:
     def refresh_states(self) -> dict[str, float]:
         """Replay training questions with the current adapter and train on their states from now on
         (`train.refresh_states_every`); returns the `refresh/*` metrics (on rank 0)."""
-        assert self.dataset is not None
+        assert self.dataset is not None and self.runner is not None and self.prompts is not None
+        assert self.pool is not None and self.policy is not None and self.env is not None
         self.runner.discard()  # a pipelined step's samples were drawn from the pool of before
         self.prompts.forget(self.pool.refreshed)
         return refresh_pool(
             self.cfg, self.policy, self.env, self.dataset, self.pool, self.step, self.run_dir, self.dist, self.sink
         )
 
-    def _requests(self) -> tuple[bool, bool, bool]:
-        """(stop, pause, save_now) as agreed by every rank."""
-        c, d = self.control, self.dist
-        flags = d.sum([c.stop.is_set(), c.pause.is_set(), c.save_now.is_set()])
-        return flags[0] > 0, flags[1] > 0, flags[2] > 0
-
     def _wait_if_paused(self) -> bool:
-        """Block while paused; False if a stop was requested."""
-        stop, pause, _ = self._requests()
-        if stop:
-            return False
-        if not pause:
-            return True
-        self.sink(RunPaused(self.step))
-        while True:
-            stop, pause, save_now = self._requests()
-            if stop or not pause:
-                break
-            if save_now:
-                self.control.save_now.clear()
-                self.save()
-            time.sleep(0.05)
-        if stop:
-            return False
-        self.sink(RunResumed(self.step))
-        return True
+        """Block while paused (`control.wait_if_paused`); False if a stop was requested."""
+        return wait_if_paused(
+            self.control,
+            self.dist,
+            paused=lambda: self.sink(RunPaused(self.step)),
+            resumed=lambda: self.sink(RunResumed(self.step)),
+            save=self.save,
+        )
 
     # ------------------------------------------------------------------ eval and checkpoints
 
     def evaluate(self) -> dict[str, float]:
+        """Score the eval states now (`periodic_eval`); {} when there are none."""
+        assert self.runner is not None and self.policy is not None and self.env is not None
+        assert self.prompts is not None and self.dataset is not None
         self.runner.settle()  # a pipelined step's verdicts may be in flight
-        ds = self.dataset
-        assert ds is not None
-        states = ds.eval[: self.cfg.train.eval_states] if self.cfg.train.eval_states else ds.eval
-        if not states:
-            return {}
-        mine = self.dist.shard(states)
-        scored = score_policy(
-            self.policy.model,
-            self.policy.tokenizer,
-            self.env,
-            mine,
-            [self.prompts(s) for s in mine],
-            ds.labels,
-            max_new_tokens=self.cfg.grpo.max_new_tokens,
-            device=self.policy.device,
-            batch_size=self.cfg.train.micro_batch_size,
-            budgets=self.cfg.eval.budgets,
-            progress=lambda done, total: self.sink(TrainEvalProgress(self.step, done, total)),
+        summary = evaluate_held_out(
+            self.cfg, self.policy, self.env, self.prompts, self.dataset, self.dist, self._eval_progress
         )
-        rows = [row for part in self.dist.gather_json([state_summary(s) for s in scored]) for row in part]
-        self.last_eval, self.last_eval_step = summarise(rows), self.step
+        if summary is None:
+            return {}
+        self.last_eval, self.last_eval_step = summary, self.step
         self.sink(EvalFinished(self.step, self.last_eval))
         return self.last_eval
+
+    def _eval_progress(self, done: int, total: int) -> None:
+        self.sink(TrainEvalProgress(self.step, done, total))
 
     def _judge_drift(self, drift: Drift) -> bool:
         """Warn of judge drift; with `train.stop_on_judge_drift`, evaluate and save now, name the best
@@ -499,6 +274,7 @@ class Trainer:
             self.dist.barrier()
             self.last_saved = self.step
             return path
+        assert self.policy is not None and self.pool is not None and self.runner is not None
         path = save_checkpoint(
             self.run_dir,
             self.step,

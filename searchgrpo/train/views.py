@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from searchgrpo.events import DocView, GroupScored, SampleView, event_from_dict, event_to_dict
+from searchgrpo.train.returns import BranchReturn
 from searchgrpo.train.rollouts import ScoredGroup
 
 
@@ -24,7 +25,7 @@ def group_event(
     """The event of one group; `advantages` None for a group left out of the batch (all 0)."""
     advantages = advantages if advantages is not None else [0.0] * len(group.results)
     samples = []
-    credit = group.credit or [None] * len(group.results)
+    credit: Sequence[BranchReturn | None] = group.credit or [None] * len(group.results)
     for i, (c, r, a, b) in enumerate(zip(group.completions, group.results, advantages, credit)):
         docs = [
             DocView(

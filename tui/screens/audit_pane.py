@@ -129,11 +129,11 @@ class AuditPane(JobPane):
             "audit-overlap": bias_rows(report, "overlap"),
             "audit-calibration": calibration_rows(report),
         }
-        tables = []
+        tables: list[DataTable[str]] = []
         for table_id, title, columns in TABLES:
             if not rows[table_id]:
                 continue  # no probabilities: no reliability table
-            table = DataTable(id=table_id, cursor_type="row", zebra_stripes=True)
+            table: DataTable[str] = DataTable(id=table_id, cursor_type="row", zebra_stripes=True)
             table.border_title = title
             table.add_columns(*(columns or ["", *labels, "recall"]))
             for row in rows[table_id]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
+from textual import events
 from textual.widgets import RichLog
 
 from searchgrpo.events import LogMessage
@@ -36,7 +37,7 @@ class LogPane(RichLog):
         self._shown = 0
         self._width = 0
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         if self.size.width != self._width and self._width:
             self.clear()
             self._shown = max(self.model.logged - len(self.model.log), 0)
