@@ -173,8 +173,19 @@ def checker_summary(metrics: dict[str, float]) -> str:
     return text
 
 
+class ProgressSink:
+    """An event sink that keeps what a Ctrl-C note needs: the progress it drives (`done`, `total`)
+    and, for a merge, the folders written so far (`kept`)."""
+
+    def __init__(self, handle: EventSink, progress: WorkProgress, kept: list[str] | None = None) -> None:
+        self.handle, self.progress, self.kept = handle, progress, kept if kept is not None else []
+
+    def __call__(self, event: Any) -> None:
+        self.handle(event)
+
+
 @contextlib.contextmanager
-def eval_progress(console: Any, unit: str = "states", long_hint: str = "") -> Iterator[EventSink]:
+def eval_progress(console: Any, unit: str = "states", long_hint: str = "") -> Iterator[ProgressSink]:
     """A sink for `eval`: one bar over every policy's states (or questions); `long_hint` is said with
     the first estimate when the eval will run more than ten minutes (how to do less)."""
     with WorkProgress(console, "eval") as progress:
@@ -195,12 +206,11 @@ def eval_progress(console: Any, unit: str = "states", long_hint: str = "") -> It
             elif isinstance(event, LogMessage):
                 progress.note(f"{event.level}: {one_line(event.text)}")
 
-        sink.progress = progress  # type: ignore[attr-defined]  # what was done, for a Ctrl-C note
-        yield sink
+        yield ProgressSink(sink, progress)
 
 
 @contextlib.contextmanager
-def merge_progress(console: Any, finished: list[MergeFinished]) -> Iterator[EventSink]:
+def merge_progress(console: Any, finished: list[MergeFinished]) -> Iterator[ProgressSink]:
     """A sink for `merge`: one bar over every checkpoint's stages; MergeFinished goes to `finished`.
     Its `kept` lists the folders written so far (for a Ctrl-C note)."""
     with WorkProgress(console, "merge") as progress:
@@ -225,12 +235,11 @@ def merge_progress(console: Any, finished: list[MergeFinished]) -> Iterator[Even
             elif isinstance(event, LogMessage):
                 progress.note(f"{event.level}: {one_line(event.text)}")
 
-        sink.kept = kept  # type: ignore[attr-defined]
-        yield sink
+        yield ProgressSink(sink, progress, kept)
 
 
 @contextlib.contextmanager
-def audit_progress(console: Any, every_s: float = 30.0) -> Iterator[EventSink]:
+def audit_progress(console: Any, every_s: float = 30.0) -> Iterator[ProgressSink]:
     """A sink for `audit-checker`: a bar on a terminal; elsewhere (a log file, a pipe) one line per
     `every_s` seconds at least, so a long audit is never silent (`progress.WorkProgress`)."""
     with WorkProgress(console, "audit", every_s=every_s) as progress:
@@ -244,8 +253,7 @@ def audit_progress(console: Any, every_s: float = 30.0) -> Iterator[EventSink]:
             elif isinstance(event, LogMessage):
                 progress.note(f"{event.level}: {one_line(event.text)}")
 
-        sink.progress = progress  # type: ignore[attr-defined]
-        yield sink
+        yield ProgressSink(sink, progress)
 
 
 @contextlib.contextmanager
@@ -260,7 +268,6 @@ def count_progress(label: str, unit: str = "", console: Any = None) -> Iterator[
                 progress.start(total, unit or "done", base=done)
             progress.update(done, total)
 
-        update.progress = progress  # type: ignore[attr-defined]
         yield update
 
 

@@ -86,7 +86,7 @@ def evaluate(
         try:
             path = runs.evaluate(cfg, request, sink)
         except KeyboardInterrupt:
-            done = sink.progress  # type: ignore[attr-defined]
+            done = sink.progress
             interrupted(cancelled_note(done.done, done.total or 0, unit.split()[0]))
     for table in eval_tables(path):
         console.print(table)
@@ -136,7 +136,7 @@ def audit_checker(
         try:
             path = runs.audit_checker(cfg, request, sink)
         except KeyboardInterrupt:
-            done = sink.progress  # type: ignore[attr-defined]
+            done = sink.progress
             interrupted(f"audit interrupted after {done.done} of {done.total or 0} verdicts: no report written")
     for table in audit_tables(load_audit_report(path)):
         console.print(table)
@@ -189,7 +189,7 @@ def merge(
             )
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
-            kept = ", ".join(Path(c).name for c in sink.kept)  # type: ignore[attr-defined]
+            kept = ", ".join(Path(c).name for c in sink.kept)
             interrupted(
                 f"merge interrupted: the merges of {kept} are complete and kept; the one in progress left nothing"
                 if kept
