@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from searchgrpo.events import AuditProgress, AuditReportWritten, AuditStarted
 from searchgrpo.terminal import audit_progress
 from searchgrpo.world import make_retriever, resolve_data_paths
 from tests.conftest import SETS, searchgrpo, tiny_config
+from tests.waiting import wait_until
 
 
 def audit(cfg, tmp_path: Path, name: str = "audit.json", **kw):
@@ -196,10 +196,7 @@ def test_off_a_terminal_progress_is_a_line_at_least_every_period(tmp_path):
         with audit_progress(console, every_s=0.0) as sink:
             sink(AuditStarted("gold", "gold checker", 10, "x.json"))
             sink(AuditProgress(4, 10, 2.0))
-            deadline = time.monotonic() + 60  # hang guard only: the timer prints within a second
-            while "2.00 per second" not in out.read_text() and time.monotonic() < deadline:
-                fh.flush()
-                time.sleep(0.05)
+            wait_until(lambda: fh.flush() or "2.00 per second" in out.read_text(), "the heartbeat line with the rate")
             heartbeats = out.read_text().count("audit: 4/10 verdicts,")
         text = out.read_text()
     assert "audit: 10 verdicts from gold checker" in text

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import TINY_OVERRIDES
+from tests.waiting import CEILING_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
@@ -87,19 +88,6 @@ def assert_one_error_line(out: str, *words: str) -> str:
     for w in words:
         assert w in errors[0], (w, errors[0])
     return errors[0]
-
-
-def wait_for(condition, proc: subprocess.Popen | None = None, timeout: float = 180, poll: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"process exited early ({proc.returncode}):\n{proc.stdout.read() if proc.stdout else ''}")
-        time.sleep(poll)
-    if proc is not None:
-        proc.kill()
-    pytest.fail("timed out waiting")
 
 
 # --------------------------------------------------------------------------- data
@@ -278,7 +266,7 @@ class RawServer:
     at a time until closed, counts the bytes it managed to send (`sent`), and stops by itself
     after `lifetime` seconds."""
 
-    def __init__(self, reply, lifetime: float = 60.0) -> None:
+    def __init__(self, reply, lifetime: float = CEILING_S) -> None:
         import socket
 
         self.reply = reply
@@ -318,8 +306,10 @@ class RawServer:
         return self._stop.is_set()
 
     def close(self) -> None:
+        """Stop, and wait until the connection being served has ended (`sent` is final then)."""
         self._stop.set()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=CEILING_S)
+        assert not self._thread.is_alive(), f"hang guard: the raw server still serving after {CEILING_S:g} s"
         self._sock.close()
 
     def __enter__(self) -> RawServer:

@@ -24,8 +24,9 @@ from searchgrpo.terminal import ConsoleSink
 from searchgrpo.train.checkpoints import latest_checkpoint
 from tests.conftest import tiny_config
 from tests.reliability.helpers import assert_checkpoint_loads, tiny_world
-from tests.tui.conftest import SIZE, settle, text_of, until
+from tests.tui.conftest import SIZE, settle, text_of
 from tests.tui.scripted import run_started, scripted_run, step_events
+from tests.waiting import until
 from tui.app import ConsoleApp
 from tui.widgets import GroupTable, MetricTable
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from textual.worker import WorkerFailed
 from searchgrpo.config import load_config
 from tests.conftest import TINY_OVERRIDES
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner
+from tests.waiting import until
 from tui.app import TABS, ConsoleApp
 
 SIZE = (120, 40)
@@ -44,15 +44,6 @@ def text_of(app, selector: str) -> str:
     return console.export_text()
 
 
-async def until(pilot, condition: Callable[[], bool], what: str = "condition", turns: int = 1500) -> None:
-    """Let the app run until `condition` holds; fail after `turns` turns of the event loop."""
-    for _ in range(turns):
-        if condition():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError(f"never reached: {what}")
-
-
 FIRST_FOCUS = {
     "1": "#group-table",
     "2": "#eval-policies",
@@ -72,13 +63,14 @@ async def show_tab(pilot, key: str) -> None:
         target.focus()  # showing already: the key would change nothing
         await until(pilot, lambda: pilot.app.focused is target, f"tab {key}'s first widget")
         return
-    for _ in range(20):
-        await pilot.press(key)
-        for _ in range(75):
-            if pilot.app.focused is target:
-                return
-            await pilot.pause(0.02)
-    raise AssertionError(f"never reached: tab {key}")
+    await pilot.press(key)
+    # Pressing the key again once the tab shows changes nothing, so it is repeated until it took.
+    await until(
+        pilot,
+        lambda: pilot.app.focused is target,
+        f"tab {key} with its first widget focused",
+        again=lambda: pilot.press(key),
+    )
 
 
 async def settle(pilot) -> None:

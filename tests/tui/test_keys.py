@@ -11,8 +11,9 @@ import pytest
 from textual.widgets import Button, SelectionList
 
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, until
+from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner, scripted_run
+from tests.waiting import until
 from tui.app import ConsoleApp
 from tui.launch import print_resume_hint, run_console
 from tui.screens.confirm import ChoiceScreen, ConfirmScreen
@@ -175,6 +176,9 @@ async def test_enter_after_a_merge_does_not_untick_the_checkpoint(cfg):
         await settle(pilot)
         assert app.model.merge.status == "done"
         assert app.focused is button
+        # A Button ignores enter while it shows its pressed effect (the class -active, removed by a
+        # timer): on a fast machine the merge ends inside it. Wait for the button, not for a time.
+        await until(pilot, lambda: not button.has_class("-active"), "the Merge button's pressed effect to end")
         await pilot.press("enter")  # presses Merge again: the output exists now, so it asks
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "overwrite question")
         await pilot.press("n")
