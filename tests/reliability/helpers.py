@@ -153,6 +153,8 @@ class FaultServer:
         self.records: list[dict[str, Any]] = []
         self._pending: list[str] = []
         self._lock = threading.Lock()
+        self.closed = threading.Event()
+        """Set by `close`: a slow reply still waiting ends without a reply."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -184,7 +186,8 @@ class FaultServer:
                 with server._lock:
                     server.records.append({"path": self.path, "headers": dict(self.headers), "mode": mode})
                 if mode == "slow":
-                    time.sleep(server.delay)
+                    if server.closed.wait(server.delay):
+                        return  # closed meanwhile: hang up, so that no reply outlives its test
                     mode = "ok"
                 if mode == "500":
                     return self._send(500, b'{"error": "internal error"}')
@@ -248,6 +251,7 @@ class FaultServer:
         return [r for r in self.records if r["path"].endswith("/chat/completions")]
 
     def close(self) -> None:
+        self.closed.set()
         self.stop()
 
     def __enter__(self) -> FaultServer:

@@ -57,19 +57,24 @@ FIRST_FOCUS = {
 async def show_tab(pilot, key: str) -> None:
     """Press a tab's key and wait until its first widget has the focus (under load that comes
     after the key; a click before it may land on the tab that was showing). A key pressed while the
-    app is still starting can be lost on a busy machine: it is pressed again, no time assumed."""
-    target = pilot.app.query_one(FIRST_FOCUS[key])
-    if pilot.app.query_one("TabbedContent").active == TABS[int(key) - 1]:
+    app is still starting can be lost on a busy machine (the tab stays as it was): while the tab
+    does not show, the key is pressed again; no time is assumed."""
+    app = pilot.app
+    target = app.query_one(FIRST_FOCUS[key])
+    tab = TABS[int(key) - 1]
+    tabs = app.query_one("TabbedContent")
+    if tabs.active == tab:
         target.focus()  # showing already: the key would change nothing
-        await until(pilot, lambda: pilot.app.focused is target, f"tab {key}'s first widget")
+        await until(pilot, lambda: app.focused is target, f"tab {key}'s first widget")
         return
+
+    async def press_if_not_shown() -> None:
+        if tabs.active != tab:
+            await pilot.press(key)
+
     await pilot.press(key)
-    # Pressing the key again once the tab shows changes nothing, so it is repeated until it took.
     await until(
-        pilot,
-        lambda: pilot.app.focused is target,
-        f"tab {key} with its first widget focused",
-        again=lambda: pilot.press(key),
+        pilot, lambda: app.focused is target, f"tab {key} with its first widget focused", again=press_if_not_shown
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 from textual.widgets import Button, SelectionList
 
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle
+from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner, scripted_run
 from tests.waiting import until
 from tui.app import ConsoleApp
@@ -151,9 +151,9 @@ async def test_the_first_down_and_space_in_the_eval_list_tick_a_checkpoint(cfg):
     step8 = str(make_checkpoint(run, 8))
     app = make_app(cfg, run_dir=run)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("2")
+        await show_tab(pilot, "2")
         policies = app.query_one("#eval-policies", SelectionList)
-        await until(pilot, lambda: app.focused is policies, "the tab's first focus")
+        assert app.focused is policies
         await pilot.press("down", "space")
         assert app.query_one("#eval-policies", SelectionList).selected == ["baseline", step8]
 
@@ -164,9 +164,9 @@ async def test_enter_after_a_merge_does_not_untick_the_checkpoint(cfg):
     backend = ScriptedBackend()
     app = make_app(cfg, backend=backend, run_dir=run)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("3")
+        await show_tab(pilot, "3")
         boxes = app.query_one("#merge-checkpoints", SelectionList)
-        await until(pilot, lambda: app.focused is boxes, "the tab's first focus")
+        assert app.focused is boxes
         await pilot.press("space")
         assert boxes.selected == [step4]
         button = app.query_one("#merge-run", Button)
