@@ -19,7 +19,7 @@ WORKERS ?= auto
 PYTEST_FULL = $(PY) -m pytest -q -n $(WORKERS) --dist loadfile
 RUNS ?= 1
 
-.PHONY: setup demo test test-fast test-stress lint clean
+.PHONY: setup demo test test-fast test-stress check lint clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -50,10 +50,13 @@ test-stress: setup
 		echo "== stress run $$i of $(RUNS): passed in $$(( $$(date +%s) - start )) s"; \
 	done
 
-lint: setup
+# Formatting, lint and the import layers (.pre-commit-config.yaml runs the same before a commit).
+check: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+
+lint: check
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
