@@ -3,6 +3,9 @@
 #               (SmolLM2-135M on the demo world); `searchgrpo train --headless` trains without it
 #   make test   set up, then run the test suite (the full tier: what CI runs)
 #   make test-fast   the fast tier only (pure functions, doctests, no training): under a minute
+#   make test-stress the full suite (the same command as make test) beside two CPU-bound processes,
+#               RUNS times in a row (make test-stress RUNS=3): the suite must not depend on the
+#               machine's speed (docs/testing.md)
 # Set-up is a virtual environment in .venv with the CPU build of torch; on a GPU machine, install
 # the CUDA build first:  make setup TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
 
@@ -10,8 +13,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.searchgrpo-installed
+# The full suite on every core (pytest-xdist); a test file stays on one worker, so its module-scoped
+# fixtures are built once. `make test WORKERS=1` runs it in one process.
+WORKERS ?= auto
+PYTEST_FULL = $(PY) -m pytest -q -n $(WORKERS) --dist loadfile
+RUNS ?= 1
 
-.PHONY: setup demo test test-fast lint typecheck check clean
+.PHONY: setup demo test test-fast test-stress check lint typecheck clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,25 +35,33 @@ demo: setup
 	$(VENV)/bin/searchgrpo tui --start
 
 test: setup
-	$(PY) -m pytest -q
+	$(PYTEST_FULL)
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
-lint: setup
-	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/lint-imports
+# Two busy loops beside the suite, killed when the recipe's shell exits (a failure included).
+test-stress: setup
+	@python3 -c 'while True: pass' & b1=$$!; python3 -c 'while True: pass' & b2=$$!; \
+	trap 'kill $$b1 $$b2 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
+	for i in $$(seq $(RUNS)); do \
+		echo "== stress run $$i of $(RUNS), beside two busy processes: $(PYTEST_FULL)"; \
+		start=$$(date +%s); $(PYTEST_FULL) || exit 1; \
+		echo "== stress run $$i of $(RUNS): passed in $$(( $$(date +%s) - start )) s"; \
+	done
 
-typecheck: setup
-	$(VENV)/bin/mypy searchgrpo tui
-
-# Everything static: formatting, lint, the import contracts and the types (mypy, [tool.mypy]).
+# Formatting, lint, the import layers and the types (mypy, [tool.mypy]); CI runs it before the tests,
+# .pre-commit-config.yaml before each commit.
 check: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy searchgrpo tui
+
+typecheck: setup
+	$(VENV)/bin/mypy searchgrpo tui
+
+lint: check
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache

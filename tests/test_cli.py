@@ -2,8 +2,6 @@
 
 import json
 import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ import searchgrpo.cli as cli
 from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import latest_checkpoint, list_checkpoints
 from tests.conftest import SETS, searchgrpo
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
 
@@ -89,7 +88,9 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
         "train", "--headless", *SETS, "--set", "train.run_name=term", "--set", "train.max_steps=500", cwd=tmp_path
     )
     events = tmp_path / "runs" / "term" / "events.jsonl"
-    _wait_for(lambda: events.is_file() and '"StepFinished"' in events.read_text(), proc)
+    wait_until(
+        lambda: events.is_file() and '"StepFinished"' in events.read_text(), "the first step finished", proc=proc
+    )
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
@@ -115,7 +116,7 @@ def test_sigkill_then_resume_completes_the_run(tmp_path):
     ]
     run_dir = tmp_path / "runs" / "kill"
     proc = searchgrpo(*args, cwd=tmp_path)
-    _wait_for(lambda: any(c.step >= 3 for c in list_checkpoints(run_dir)), proc)
+    wait_until(lambda: any(c.step >= 3 for c in list_checkpoints(run_dir)), "the checkpoint of step 3", proc=proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     killed_at = latest_checkpoint(run_dir).step
@@ -129,18 +130,6 @@ def test_sigkill_then_resume_completes_the_run(tmp_path):
     assert steps[-1] == 12 and set(range(1, 13)) <= set(steps)
     for info in list_checkpoints(run_dir):
         assert json.loads((info.path / "trainer_state.json").read_text())["step"] == info.step
-
-
-def _wait_for(condition, proc: subprocess.Popen, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"process exited early:\n{proc.stdout.read()}")
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail("timed out")
 
 
 def test_tui_opens_the_console_with_the_parsed_options(monkeypatch, tmp_path):

@@ -26,6 +26,7 @@ from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.events import RunFinished, StepFinished
 from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
 
@@ -214,10 +215,10 @@ def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, 
 
     def restart_after_a_failure() -> None:
         client = trainer.env.checker.client
-        deadline = time.monotonic() + 120
-        while client.stats.failures == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        server.start()
+        try:
+            wait_until(lambda: client.stats.failures, "the checker's first failed request")
+        finally:  # a failure here shows as the training's error, once the server is back
+            server.start()
         restarted.set()
 
     def sink(event) -> None:

@@ -22,6 +22,7 @@ from searchgrpo.events import (
 from searchgrpo.train.checkpoints import latest_checkpoint, list_checkpoints
 from searchgrpo.train.trainer import Trainer, TrainerControl
 from tests.conftest import tiny_config
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
 
@@ -140,21 +141,13 @@ def test_pause_resume_and_save_now(tmp_path):
     trainer = Trainer(cfg, sink=events.append, control=control)
     thread = threading.Thread(target=trainer.train)
     thread.start()
-    for _ in range(600):
-        if any(isinstance(e, RunPaused) for e in events):
-            break
-        thread.join(0.05)
-    assert any(isinstance(e, RunPaused) for e in events)
+    wait_until(lambda: any(isinstance(e, RunPaused) for e in events), "the run paused")
     assert not any(isinstance(e, StepFinished) for e in events)
     control.save_now.set()
-    for _ in range(200):
-        if any(isinstance(e, CheckpointSaved) for e in events):
-            break
-        thread.join(0.05)
+    wait_until(lambda: any(isinstance(e, CheckpointSaved) for e in events), "the checkpoint saved while paused")
     assert any(isinstance(e, CheckpointSaved) and e.step == 0 for e in events)
     control.pause.clear()
-    thread.join(120)
-    assert not thread.is_alive()
+    wait_until(lambda: not thread.is_alive(), "the resumed run to end")
     assert any(isinstance(e, RunResumed) for e in events)
     assert isinstance(events[-1], RunFinished) and events[-1].step == 3
 
@@ -190,8 +183,14 @@ def test_dynamic_sampling_keeps_the_batch_full_of_informative_groups(tmp_path):
         replaced = [g for g in groups if not g.in_batch]
         assert all(g.zero_std for g in replaced) and m["dynamic/replaced_groups"] == len(replaced)
         assert m["reward/frac_zero_std"] == pytest.approx(sum(g.zero_std for g in trained) / 3)
-        if replaced:
-            assert not any(g.zero_std for g in trained)
+        # Informative groups fill the batch first: every one found is trained, up to the batch size.
+        found = sum(not g.zero_std for g in groups)
+        assert sum(not g.zero_std for g in trained) == min(3, found)
+        if replaced and any(g.zero_std for g in trained):
+            # A zero-variance group is trained beside a replaced one only when the step fell short
+            # of informative groups after every retry (which the sampled rewards decide; see
+            # test_dynamic_sampling_gives_up_after_its_retries for the rounds it then ran).
+            assert found < 3 and m["dynamic/rounds"] == 1 + cfg.grpo.dynamic_max_retries
         assert len({g.state_id for g in groups}) == len(groups)  # a refill never repeats a state of the step
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import TINY_OVERRIDES
+from tests.waiting import CEILING_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
@@ -89,19 +90,6 @@ def assert_one_error_line(out: str, *words: str) -> str:
     return errors[0]
 
 
-def wait_for(condition, proc: subprocess.Popen | None = None, timeout: float = 180, poll: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"process exited early ({proc.returncode}):\n{proc.stdout.read() if proc.stdout else ''}")
-        time.sleep(poll)
-    if proc is not None:
-        proc.kill()
-    pytest.fail("timed out waiting")
-
-
 # --------------------------------------------------------------------------- data
 
 
@@ -165,6 +153,8 @@ class FaultServer:
         self.records: list[dict[str, Any]] = []
         self._pending: list[str] = []
         self._lock = threading.Lock()
+        self.closed = threading.Event()
+        """Set by `close`: a slow reply still waiting ends without a reply."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -196,7 +186,8 @@ class FaultServer:
                 with server._lock:
                     server.records.append({"path": self.path, "headers": dict(self.headers), "mode": mode})
                 if mode == "slow":
-                    time.sleep(server.delay)
+                    if server.closed.wait(server.delay):
+                        return  # closed meanwhile: hang up, so that no reply outlives its test
                     mode = "ok"
                 if mode == "500":
                     return self._send(500, b'{"error": "internal error"}')
@@ -260,6 +251,7 @@ class FaultServer:
         return [r for r in self.records if r["path"].endswith("/chat/completions")]
 
     def close(self) -> None:
+        self.closed.set()
         self.stop()
 
     def __enter__(self) -> FaultServer:
@@ -278,7 +270,7 @@ class RawServer:
     at a time until closed, counts the bytes it managed to send (`sent`), and stops by itself
     after `lifetime` seconds."""
 
-    def __init__(self, reply, lifetime: float = 60.0) -> None:
+    def __init__(self, reply, lifetime: float = CEILING_S) -> None:
         import socket
 
         self.reply = reply
@@ -318,8 +310,10 @@ class RawServer:
         return self._stop.is_set()
 
     def close(self) -> None:
+        """Stop, and wait until the connection being served has ended (`sent` is final then)."""
         self._stop.set()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=CEILING_S)
+        assert not self._thread.is_alive(), f"hang guard: the raw server still serving after {CEILING_S:g} s"
         self._sock.close()
 
     def __enter__(self) -> RawServer:

@@ -24,8 +24,9 @@ from searchgrpo.terminal import ConsoleSink
 from searchgrpo.train.checkpoints import latest_checkpoint
 from tests.conftest import tiny_config
 from tests.reliability.helpers import assert_checkpoint_loads, tiny_world
-from tests.tui.conftest import SIZE, settle, text_of, until
+from tests.tui.conftest import SIZE, settle, show_tab, text_of
 from tests.tui.scripted import run_started, scripted_run, step_events
+from tests.waiting import until
 from tui.app import ConsoleApp
 from tui.widgets import GroupTable, MetricTable
 
@@ -53,7 +54,7 @@ async def test_a_worker_that_dies_on_bad_data_is_shown_and_the_console_survives(
         assert f"{missing}: corpus file not found" in error_text(app)
         assert any("Traceback" in line.text and "corpus file not found" in line.text for line in app.model.log)
         assert app.check_action("start", ()) is True  # the user can fix the config and try again
-        await pilot.press("5")  # the Log tab draws the traceback
+        await show_tab(pilot, "5")  # the Log tab draws the traceback
         await settle(pilot)
         await pilot.press("q")
     assert app.return_value == 1
@@ -124,11 +125,11 @@ async def test_replay_skips_and_counts_malformed_lines_and_shows_the_rest(tmp_pa
         assert app.query_one(MetricTable).row_count == len(run.history)
         (note,) = [e.text for e in app.model.log if "malformed" in e.text]
         assert "skipped 10 malformed event line(s)" in note and "line 11: not JSON" in note
-        await pilot.press("5")
+        await show_tab(pilot, "5")
         await settle(pilot)
         log = " ".join(" ".join(str(line.text) for line in app.query_one("#log-pane").lines).split())
         assert "skipped 10 malformed event line(s)" in log  # wrapped over lines at the pane's width
-        await pilot.press("1")
+        await show_tab(pilot, "1")
         for _ in range(20):
             await pilot.press("left_square_bracket")
         await settle(pilot)

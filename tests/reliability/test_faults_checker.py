@@ -56,22 +56,42 @@ def checker_for(server: FaultServer, **client_kw) -> LLMChecker:
 TRANSIENT = ["500", "slow", "torn", "down"]
 
 
+ATTEMPT_S = 1.0
+"""The client's timeout in these tests: a healthy local reply comes far within it on the busiest
+machine; a `slow` one never does (SLOW_S)."""
+SLOW_S = 10.0
+
+
+def back_after_the_first_refusal(server: FaultServer, checker: LLMChecker) -> None:
+    """The server is down until the client's first attempt has been refused, then up again: the
+    outage and the recovery are events the retries see, not a time that races them."""
+    server.stop()
+    real, lock, back = checker.client._request, threading.Lock(), []
+
+    def request(*args, **kwargs):
+        try:
+            return real(*args, **kwargs)
+        except OSError:
+            with lock:
+                if not back:
+                    server.start()
+                    back.append(True)
+            raise
+
+    checker.client._request = request
+
+
 @pytest.mark.parametrize("mode", TRANSIENT)
 def test_a_transient_fault_is_retried_and_costs_no_verdict(server, mode):
-    checker = checker_for(server, timeout_s=0.3, max_retries=20)
-    server.delay = 1.0
-    restart = None
+    checker = checker_for(server, timeout_s=ATTEMPT_S, max_retries=20)
+    server.delay = SLOW_S
     if mode == "down":
-        server.stop()
-        restart = threading.Timer(0.3, server.start)
-        restart.start()
+        back_after_the_first_refusal(server, checker)
     else:
         server.fail_next(3, mode)
     try:
         verdicts = checker.check(REQUESTS)
     finally:
-        if restart is not None:
-            restart.join()
         checker.close()
     assert [v.label for v in verdicts] == [Label.IMPORTANT] * 3 and {v.reason for v in verdicts} == {"llm"}
     stats = checker.stats()
@@ -81,8 +101,8 @@ def test_a_transient_fault_is_retried_and_costs_no_verdict(server, mode):
 
 @pytest.mark.parametrize("mode", TRANSIENT)
 def test_a_fault_past_the_retry_budget_fails_in_one_line(server, mode):
-    checker = checker_for(server, timeout_s=0.3, max_retries=2)
-    server.delay = 1.0
+    checker = checker_for(server, timeout_s=ATTEMPT_S, max_retries=2)
+    server.delay = SLOW_S
     if mode == "down":
         server.stop()
     else:
@@ -185,7 +205,7 @@ def test_training_survives_server_faults_and_resumes_after_an_outage(server, tmp
         "checker.backend=llm",
         f"checker.server={server.url}",
         "checker.cache=false",
-        "checker.timeout_s=0.3",
+        f"checker.timeout_s={ATTEMPT_S}",
         "checker.max_retries=4",
         "train.max_steps=5",
         "train.save_every=1",
@@ -194,7 +214,7 @@ def test_training_survives_server_faults_and_resumes_after_an_outage(server, tmp
         "env.top_k=2",
         "train.run_name=faults",
     )
-    server.delay = 1.0
+    server.delay = SLOW_S
     faults = {1: ("500", 3), 2: ("slow", 2), 3: ("torn", 2)}
     events: list = []
 

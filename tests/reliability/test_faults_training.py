@@ -42,8 +42,8 @@ from tests.reliability.helpers import (
     run_cli,
     spawn,
     step_folders,
-    wait_for,
 )
+from tests.waiting import wait_until
 
 
 def assert_no_partial_checkpoint(run_dir: Path) -> None:
@@ -89,14 +89,19 @@ def test_sigkill_at_random_points_and_inside_checkpoint_writes(tmp_path):
     for n, when in enumerate(kills):
         started = len(step_metrics(events)) if events.is_file() else 0
         proc = spawn(*args, *(["--resume"] if n else []), cwd=tmp_path, fault="slow_save=0.05")
-        wait_for(lambda started=started: events.is_file() and len(step_metrics(events)) > started, proc)
+        wait_until(
+            lambda started=started: events.is_file() and len(step_metrics(events)) > started,
+            f"a step past step {started} in the events",
+            proc=proc,
+        )
         if when == "random":
             time.sleep(rng.uniform(0.0, 1.5))
         else:
             root = run_dir / "checkpoints"
-            wait_for(
+            wait_until(
                 lambda root=root: any(".tmp-" in p.name and "deleted" not in p.name for p in root.iterdir()),
-                proc,
+                "a checkpoint folder being written (.tmp-)",
+                proc=proc,
                 poll=0.005,
             )
         proc.send_signal(signal.SIGKILL)

@@ -18,7 +18,8 @@ from searchgrpo.policy.tiny import ensure_tiny_model
 from searchgrpo.train.checkpoints import list_checkpoints
 from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
-from tests.reliability.helpers import SETS, assert_one_error_line, cli_env, main_in_process, spawn, wait_for
+from tests.reliability.helpers import SETS, assert_one_error_line, cli_env, main_in_process, spawn
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +143,11 @@ def test_a_killed_merge_leaves_no_temporary_folder_after_the_next_run(checkpoint
     out_dir = tmp_path / "merged"
     args = ["merge", "--checkpoint", str(checkpoint), "--output-dir", str(out_dir), "--dtype", "float32", *SETS]
     proc = spawn(*args, cwd=tmp_path, fault="slow_merge=60")
-    wait_for(lambda: out_dir.is_dir() and any(".tmp-" in p.name for p in out_dir.iterdir()), proc, timeout=240)
+    wait_until(
+        lambda: out_dir.is_dir() and any(".tmp-" in p.name for p in out_dir.iterdir()),
+        "the merge's temporary output folder",
+        proc=proc,
+    )
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     leftover = [p.name for p in out_dir.iterdir() if ".tmp-" in p.name]

@@ -24,8 +24,8 @@ from tests.reliability.helpers import (
     main_in_process,
     spawn,
     tiny_world,
-    wait_for,
 )
+from tests.waiting import wait_until
 
 
 def train_args(*extra: str) -> list[str]:
@@ -41,7 +41,7 @@ def test_a_second_trainer_is_refused_and_a_dead_ones_lock_taken_over(tmp_path, c
     args = train_args("--set", "train.max_steps=40", "--set", "train.save_every=1")
     proc = spawn(*args, cwd=tmp_path, fault="slow_save=0.3")
     run = tmp_path / "runs" / "r"
-    wait_for(lambda: list_checkpoints(run), proc)
+    wait_until(lambda: list_checkpoints(run), "the first checkpoint", proc=proc)
     code, out = main_in_process([*args, "--resume"], capsys, monkeypatch)
     assert code == 2, out
     assert_one_error_line(

@@ -24,8 +24,8 @@ from tests.reliability.helpers import (
     assert_one_error_line,
     cli_env,
     main_in_process,
-    wait_for,
 )
+from tests.waiting import wait_until
 
 KEY_ENV = "SEARCHGRPO_CHECKER_API_KEY"
 
@@ -180,7 +180,7 @@ def test_serve_with_a_key_answers_only_requests_that_send_it(tmp_path):
             lines.append(proc.stdout.readline())
             return "serving" in lines[-1]
 
-        wait_for(serving, proc, timeout=120)
+        wait_until(serving, "the server saying it is serving", proc=proc)
         assert "API key required" in lines[-1] and key not in "".join(lines)
         base = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", lines[-1]).group(1)
         for path in ("/models", "/chat/completions"):

@@ -16,13 +16,13 @@ import subprocess
 import sys
 import termios
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from searchgrpo.train.checkpoints import latest_checkpoint
-from tests.reliability.helpers import SETS, assert_checkpoint_loads, cli_env, spawn, wait_for
+from tests.reliability.helpers import SETS, assert_checkpoint_loads, cli_env, spawn
+from tests.waiting import CEILING_S, wait_until
 
 LEAVE_ALT_SCREEN = "\x1b[?1049l"
 
@@ -77,8 +77,8 @@ class ConsoleInPty:
             self.proc.kill()
             pytest.fail(f"the console did not end within {timeout} s:\n{self.text[-3000:]}")
         finally:
-            time.sleep(0.2)
-            self._reader.join(timeout=5)
+            # The process has ended: the reader gets the rest of its output, then end of file.
+            self._reader.join(timeout=CEILING_S)
             self.hang_up()
 
 
@@ -117,7 +117,7 @@ def start_console(tmp_path: Path) -> tuple[ConsoleInPty, Path]:
         "train.max_steps=500",
         cwd=tmp_path,
     )
-    wait_for(lambda: steps_written(run_dir) >= 1, console.proc, timeout=240)
+    wait_until(lambda: steps_written(run_dir) >= 1, "the console's first step written", proc=console.proc)
     return console, run_dir
 
 
@@ -164,7 +164,7 @@ def test_sighup_to_a_headless_run_stops_it_like_sigterm(tmp_path):
         "train.max_steps=500",
         cwd=tmp_path,
     )
-    wait_for(lambda: steps_written(run_dir) >= 1, proc, timeout=240)
+    wait_until(lambda: steps_written(run_dir) >= 1, "the first step written", proc=proc)
     proc.send_signal(signal.SIGHUP)
     out, _ = proc.communicate(timeout=240)
     assert proc.returncode == 0, out

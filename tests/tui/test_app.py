@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, settle, show_tab, text_of, until
+from tests.tui.conftest import SIZE, make_app, settle, show_tab, text_of
 from tests.tui.scripted import ScriptedRunner, run_started, scripted_run, step_events
+from tests.waiting import until
 from tui.screens.confirm import ChoiceScreen
 from tui.widgets import GroupTable, MetricTable, SampleDetail
 
@@ -205,8 +206,7 @@ async def test_command_palette_offers_the_controls(cfg):
         await settle(pilot)
         assert len(runner.calls) == 1 and app.model.run.status == "completed"
         commands["Show merge"]()
-        await pilot.pause()
-        assert app.query_one("TabbedContent").active == "merge"
+        await until(pilot, lambda: app.query_one("TabbedContent").active == "merge", "the Merge tab shown")
 
 
 async def test_log_lines_use_the_width_of_a_wide_pane(cfg, tmp_path):

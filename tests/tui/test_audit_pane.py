@@ -6,8 +6,9 @@ from __future__ import annotations
 from textual.widgets import DataTable, Input
 
 from searchgrpo.errors import UserError
-from tests.tui.conftest import SIZE, make_app, settle, text_of, until
+from tests.tui.conftest import SIZE, make_app, settle, show_tab, text_of
 from tests.tui.scripted import ScriptedBackend
+from tests.waiting import until
 from tui.backend import CoreBackend
 
 
@@ -29,14 +30,7 @@ class AuditingBackend(ScriptedBackend):
 async def open_audit_tab(pilot) -> None:
     """Press 6 until the Audit tab shows (a key pressed while the app is still starting can be lost
     on a busy machine: the state is waited for, the key repeated, no time assumed)."""
-    target = pilot.app.query_one("#audit-questions")
-    for _ in range(20):
-        await pilot.press("6")
-        for _ in range(50):
-            if pilot.app.focused is target:
-                return
-            await pilot.pause(0.02)
-    raise AssertionError("never reached: the Audit tab")
+    await show_tab(pilot, "6")
 
 
 def cells(table: DataTable) -> dict[str, list[str]]:

@@ -12,9 +12,10 @@ import pytest
 from textual.widgets import Input
 
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, text_of, until
+from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, text_of
 from tests.tui.scripted import ScriptedBackend, run_started, scripted_run, step_events
 from tests.tui.test_keys import BROWSE, CONTROLS, press_all
+from tests.waiting import until
 
 RUN = Path("runs/20260101-000000")
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from textual.widgets import DataTable, Select, SelectionList
 
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, text_of, until
+from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, text_of
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner
+from tests.waiting import until
 from tui.screens.confirm import ConfirmScreen
 
 RUN = Path("runs/20260101-000000")

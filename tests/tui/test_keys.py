@@ -11,8 +11,9 @@ import pytest
 from textual.widgets import Button, SelectionList
 
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, until
+from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner, scripted_run
+from tests.waiting import until
 from tui.app import ConsoleApp
 from tui.launch import print_resume_hint, run_console
 from tui.screens.confirm import ChoiceScreen, ConfirmScreen
@@ -150,9 +151,9 @@ async def test_the_first_down_and_space_in_the_eval_list_tick_a_checkpoint(cfg):
     step8 = str(make_checkpoint(run, 8))
     app = make_app(cfg, run_dir=run)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("2")
+        await show_tab(pilot, "2")
         policies = app.query_one("#eval-policies", SelectionList)
-        await until(pilot, lambda: app.focused is policies, "the tab's first focus")
+        assert app.focused is policies
         await pilot.press("down", "space")
         assert app.query_one("#eval-policies", SelectionList).selected == ["baseline", step8]
 
@@ -163,9 +164,9 @@ async def test_enter_after_a_merge_does_not_untick_the_checkpoint(cfg):
     backend = ScriptedBackend()
     app = make_app(cfg, backend=backend, run_dir=run)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("3")
+        await show_tab(pilot, "3")
         boxes = app.query_one("#merge-checkpoints", SelectionList)
-        await until(pilot, lambda: app.focused is boxes, "the tab's first focus")
+        assert app.focused is boxes
         await pilot.press("space")
         assert boxes.selected == [step4]
         button = app.query_one("#merge-run", Button)
@@ -175,6 +176,9 @@ async def test_enter_after_a_merge_does_not_untick_the_checkpoint(cfg):
         await settle(pilot)
         assert app.model.merge.status == "done"
         assert app.focused is button
+        # A Button ignores enter while it shows its pressed effect (the class -active, removed by a
+        # timer): on a fast machine the merge ends inside it. Wait for the button, not for a time.
+        await until(pilot, lambda: not button.has_class("-active"), "the Merge button's pressed effect to end")
         await pilot.press("enter")  # presses Merge again: the output exists now, so it asks
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "overwrite question")
         await pilot.press("n")

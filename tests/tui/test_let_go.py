@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, until
+from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner, scripted_run
+from tests.waiting import until
 from tui.launch import let_go
 from tui.screens.confirm import ChoiceScreen
 
@@ -120,7 +121,8 @@ STUCK_CONSOLE = """
 import time
 from searchgrpo.config import load_config
 from tests.conftest import TINY_OVERRIDES
-from tests.tui.conftest import show_tab, until
+from tests.tui.conftest import show_tab
+from tests.waiting import until
 from tests.tui.scripted import ScriptedBackend
 from tui.app import ConsoleApp
 from tui.launch import run_console

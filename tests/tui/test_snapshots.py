@@ -15,8 +15,9 @@ import pytest
 from textual.widgets import SelectionList
 
 from searchgrpo.events import RunStarted, StepFinished, event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, until
+from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner, run_started, scripted_run
+from tests.waiting import until
 from tui.backend import EvalRequest, MergeRequest
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.eval_pane import EvalPane
