@@ -401,6 +401,10 @@ class TrainConfig:
     eval_states: int | None = optional_positive(32)
     """Eval states used during training (null: the whole eval split)."""
 
+    eval_at_start: bool = False
+    """Also evaluate before the first step (step 0) when `eval_every` is set: the start of the eval
+    curve, which later evaluations are read against (configs/demo.yaml sets it)."""
+
     save_every: int = non_negative(20)
     """Write a checkpoint every N steps and at the end (0: only at the end)."""
 
