@@ -121,7 +121,9 @@ class ModelConfig:
     last needs a network)."""
 
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    """Weights and compute dtype. `auto`: float32 on CPU, bfloat16 on CUDA where supported."""
+    """Weights and compute dtype. `auto`: float32 on CPU, bfloat16 on CUDA where supported and on a
+    CPU with native bfloat16 matrix instructions (AMX or AVX512-BF16; `policy.model.cpu_dtype`).
+    LoRA weights and the optimiser's state stay float32."""
 
     device: str = checked(
         "auto", lambda v: v in ("auto", "cpu", "cuda") or v.startswith("cuda:"), "auto, cpu, cuda or cuda:N"
