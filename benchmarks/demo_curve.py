@@ -13,10 +13,11 @@ fixed-budget recall (`eval/recall_at_B` for each `eval.budgets` B, on `train.eva
 held-out states, greedy; with `train.eval_at_start` the first point is the base model's). Stops
 at the config's last step or after --minutes of wall clock (with a checkpoint), whichever comes
 first. Writes --out (JSON, rewritten after every event, so an interrupted run keeps its points)
-and the PNG beside it, and prints when reward and recall first stood visibly above their start:
-the moving mean of reward above the mean of the first --window steps by more than its spread (the
-steps' standard deviation over the first window, divided by sqrt(window)) times 2, and an
-evaluation's recall above the first evaluation's.
+and the PNG beside it (`--clock cpu`: `<out>_cpu.png`, against CPU time; the top panel also shows
+the evaluations' held-out reward, `eval/reward_mean`), and prints when reward and recall first
+stood visibly above their start: the moving mean of reward above the mean of the first --window
+steps by more than twice its spread (the steps' standard deviation over the first window divided
+by sqrt(window)), and an evaluation's headline recall above the first evaluation's.
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ def first_visible_gain(result: dict[str, Any], window: int) -> dict[str, Any]:
     return out
 
 
+def png_path(json_path: Path, clock: str) -> Path:
+    """demo_curve.png against wall clock, demo_curve_cpu.png against CPU time."""
+    return json_path.with_suffix(".png") if clock == "wall" else json_path.with_name(f"{json_path.stem}_cpu.png")
+
+
 def plot(result: dict[str, Any], path: Path, window: int, clock: str = "wall") -> None:
     import matplotlib
 
@@ -91,7 +97,10 @@ def plot(result: dict[str, Any], path: Path, window: int, clock: str = "wall") -
     rewards = [s["reward"] for s in steps]
     top.plot(minutes, rewards, ".", color="0.7", label="reward per step")
     top.plot(minutes, moving_mean(rewards, window), "-", color="C0", label=f"moving mean ({window} steps)")
-    top.set_ylabel("training reward")
+    ex = [e[x] / 60 for e in evals if e.get("eval/reward_mean") is not None]
+    ey = [e["eval/reward_mean"] for e in evals if e.get("eval/reward_mean") is not None]
+    top.plot(ex, ey, "s-", color="C3", label="held-out reward (in-training eval)")
+    top.set_ylabel("reward")
     top.legend(loc="lower right")
     for budget_key in result.get("recall_keys", []):
         xs = [e[x] / 60 for e in evals if e.get(budget_key) is not None]
@@ -131,7 +140,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.plot_only:
         result = json.loads(args.plot_only.read_text())
-        plot(result, args.plot_only.with_suffix(".png"), result.get("window", args.window), args.clock)
+        plot(result, png_path(args.plot_only, args.clock), result.get("window", args.window), args.clock)
         return
 
     import torch
@@ -205,7 +214,7 @@ def main() -> None:
     result["load1_at_end"] = load1()
     result["run_dir"] = str(summary.run_dir)
     write()
-    plot(result, args.out.with_suffix(".png"), args.window, args.clock)
+    plot(result, png_path(args.out, args.clock), args.window, args.clock)
     gain = result["gain"]
     print(json.dumps({k: result[k] for k in ("total_wall_s", "total_cpu_s", "threads")} | {"gain": gain}, indent=1))
 
