@@ -118,8 +118,9 @@ def plot(result: dict[str, Any], path: Path, window: int, clock: str = "wall") -
         ax.grid(alpha=0.3)
     loads = [s["load1"] for s in steps]
     fig.suptitle(
-        f"{result['title']}\n{len(steps)} steps in {result.get('total_wall_s', 0) / 60:.1f} min; "
-        f"load average {min(loads, default=0):.1f}-{max(loads, default=0):.1f} on {os.cpu_count()} cores",
+        f"{result['title']}\n{len(steps)} steps in {result.get('total_wall_s', 0) / 60:.1f} min wall, "
+        f"{result.get('total_cpu_s', 0) / 60:.1f} min CPU ({result['threads']} torch thread(s)); "
+        f"load average {min(loads, default=0):.1f}-{max(loads, default=0):.1f} on {result['cpu_count']} cores",
         fontsize=10,
     )
     fig.tight_layout()
