@@ -1,6 +1,7 @@
 # The two commands of the README:
-#   make demo   set up, then open the training console, training on the embedded default
-#               (SmolLM2-135M on the demo world); `searchgrpo train --headless` trains without it
+#   make demo   set up, then open the training console, training configs/demo.yaml (SmolLM2-135M
+#               on the demo world, tuned to teach in minutes on a CPU); headless:
+#               `searchgrpo train --headless --config configs/demo.yaml`
 #   make test   set up, then run the test suite (the full tier: what CI runs)
 #   make test-fast   the fast tier only (pure functions, doctests, no training): under a minute
 #   make test-stress the full suite (the same command as make test) beside two CPU-bound processes,
@@ -32,7 +33,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: setup
-	$(VENV)/bin/searchgrpo tui --start
+	$(VENV)/bin/searchgrpo tui --start --config configs/demo.yaml
 
 test: setup
 	$(PYTEST_FULL)

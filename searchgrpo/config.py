@@ -121,7 +121,9 @@ class ModelConfig:
     last needs a network)."""
 
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    """Weights and compute dtype. `auto`: float32 on CPU, bfloat16 on CUDA where supported."""
+    """Weights and compute dtype. `auto`: float32 on CPU, bfloat16 on CUDA where supported and on a
+    CPU with native bfloat16 matrix instructions (AMX or AVX512-BF16; `policy.model.cpu_dtype`).
+    LoRA weights and the optimiser's state stay float32."""
 
     device: str = checked(
         "auto", lambda v: v in ("auto", "cpu", "cuda") or v.startswith("cuda:"), "auto, cpu, cuda or cuda:N"
@@ -400,6 +402,10 @@ class TrainConfig:
 
     eval_states: int | None = optional_positive(32)
     """Eval states used during training (null: the whole eval split)."""
+
+    eval_at_start: bool = False
+    """Also evaluate before the first step (step 0) when `eval_every` is set: the start of the eval
+    curve, which later evaluations are read against (configs/demo.yaml sets it)."""
 
     save_every: int = non_negative(20)
     """Write a checkpoint every N steps and at the end (0: only at the end)."""

@@ -30,6 +30,7 @@ def searchgrpo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 TINY_OVERRIDES = (
     "model.base=tiny",
     "model.device=cpu",  # the same numbers on a GPU host; CUDA paths have tests of their own
+    "model.dtype=float32",  # and on a CPU where `auto` means bfloat16 (AMX, AVX512-BF16)
     "data.demo.questions=24",
     "data.demo.distractors=40",
     "grpo.num_generations=3",

@@ -14,6 +14,17 @@ def test_shipped_config_is_the_default_run():
     assert load_config(ROOT / "config.yaml") == Config()
 
 
+def test_the_demo_config_is_the_demo_world_made_cheaper():
+    """configs/demo.yaml (`make demo`): the default model on the demo world, with fewer tokens to
+    sample and to train on per step, a finite run and an eval curve that starts at step 0."""
+    demo, default = load_config(ROOT / "configs" / "demo.yaml"), Config()
+    assert demo.data.traces is None and demo.data.corpus is None and demo.model == default.model
+    assert demo.grpo.max_new_tokens < default.grpo.max_new_tokens
+    assert demo.data.max_table_rows < default.data.max_table_rows
+    assert demo.grpo.beta == 0.0 and demo.train.max_steps and demo.train.eval_at_start and demo.train.eval_every
+    assert "--config configs/demo.yaml" in (ROOT / "Makefile").read_text(encoding="utf-8")
+
+
 def test_every_field_is_documented():
     def walk(cls):
         docs = field_docs(cls)

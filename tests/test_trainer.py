@@ -443,3 +443,20 @@ def test_a_pipelined_run_stopped_mid_step_resumes_bit_for_bit(tmp_path, pipeline
     assert summary.reason == "stopped" and latest_checkpoint(summary.run_dir).step == 3
     _, _, second = run(cfg, resume=True, run_dir=summary.run_dir)
     assert {**metrics_by_step(events), **metrics_by_step(second)} == metrics_by_step(pipelined_straight)
+
+
+def test_eval_at_start_gives_the_eval_curve_its_start(tmp_path):
+    """`train.eval_at_start`: one evaluation before step 1 (at step 0, before any update), then the
+    usual ones; without it, none at step 0."""
+    on = tiny_config(
+        tmp_path / "on", "train.max_steps=2", "train.eval_every=2", "train.eval_states=3", "train.eval_at_start=true"
+    )
+    _, summary, events = run(on)
+    evals = [e.step for e in events if isinstance(e, EvalFinished)]
+    assert evals == [0, 2]
+    first_step = next(i for i, e in enumerate(events) if isinstance(e, StepFinished))
+    assert next(i for i, e in enumerate(events) if isinstance(e, EvalFinished)) < first_step
+    assert summary.last_eval
+    off = tiny_config(tmp_path / "off", "train.max_steps=2", "train.eval_every=2", "train.eval_states=3")
+    _, _, events = run(off)
+    assert [e.step for e in events if isinstance(e, EvalFinished)] == [2]

@@ -39,6 +39,7 @@ FREE_KEYS = (
     "train.micro_batch_size",
     "train.eval_every",
     "train.eval_states",
+    "train.eval_at_start",
     "train.save_every",
     "train.keep_last",
     "train.output_dir",

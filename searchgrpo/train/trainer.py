@@ -159,6 +159,8 @@ class Trainer(TrainerSetup):
             )
         )
         reason = "completed"
+        if cfg.train.eval_at_start and cfg.train.eval_every and self.step == 0 and self.total_steps > 0:
+            self.evaluate()
         while self.step < self.total_steps:
             if not self._wait_if_paused():
                 reason = "stopped"
