@@ -11,7 +11,7 @@ import searchgrpo.cli as cli
 from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import latest_checkpoint, list_checkpoints
 from tests.conftest import SETS, searchgrpo
-from tests.waiting import wait_until
+from tests.waiting import CEILING_S, wait_until
 
 pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
 
@@ -26,7 +26,7 @@ def test_config_command_shows_overrides():
 
 def test_bad_override_is_one_line_exit_2(tmp_path):
     proc = searchgrpo("config", "--set", "grpo.num_generations=1", cwd=tmp_path)
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=CEILING_S)
     assert proc.returncode == 2
     assert out.strip().splitlines() == [
         "error: <defaults> + --set: grpo.num_generations = 1 is out of range: expected >= 2 and <= 1024"
@@ -92,7 +92,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
         lambda: events.is_file() and '"StepFinished"' in events.read_text(), "the first step finished", proc=proc
     )
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=CEILING_S)
     assert proc.returncode == 0, out
     last = list(read_events(events))[-1]
     assert type(last).__name__ == "RunFinished" and last.reason == "stopped"
@@ -147,5 +147,5 @@ def test_tui_opens_the_console_with_the_parsed_options(monkeypatch, tmp_path):
 
 def test_tui_refuses_to_train_while_attaching(tmp_path):
     proc = searchgrpo("tui", "--attach", "runs/x", "--start", cwd=tmp_path)
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=CEILING_S)
     assert proc.returncode == 2 and "only watch a run" in out

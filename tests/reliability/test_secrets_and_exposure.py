@@ -25,7 +25,7 @@ from tests.reliability.helpers import (
     cli_env,
     main_in_process,
 )
-from tests.waiting import wait_until
+from tests.waiting import CEILING_S, wait_until
 
 KEY_ENV = "SEARCHGRPO_CHECKER_API_KEY"
 
@@ -190,7 +190,7 @@ def test_serve_with_a_key_answers_only_requests_that_send_it(tmp_path):
                     urllib.request.Request(
                         base + path, data=body if "chat" in path else None, headers={"Content-Type": "application/json"}
                     ),
-                    timeout=30,
+                    timeout=CEILING_S,
                 )
             assert info.value.code == 401
         assert ChatClient(base, api_key=key).health(timeout_s=10)  # the key opens it
