@@ -193,11 +193,11 @@ def test_serve_with_a_key_answers_only_requests_that_send_it(tmp_path):
                     timeout=CEILING_S,
                 )
             assert info.value.code == 401
-        assert ChatClient(base, api_key=key).health(timeout_s=10)  # the key opens it
+        assert ChatClient(base, api_key=key).health(timeout_s=CEILING_S)  # the key opens it
     finally:
         proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
+        try:  # llama.cpp joins its threads on the way out: over 30 s once beside two busy processes
+            proc.wait(timeout=CEILING_S)
         except subprocess.TimeoutExpired:
             proc.kill()
     assert proc.returncode == 0
