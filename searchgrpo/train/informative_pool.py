@@ -83,18 +83,10 @@ class InformativePool(StatePool):
             states = [self.refreshed[picks[i % len(picks)]] if swap[i] else s for i, s in enumerate(states)]
         return index // self.steps_per_epoch, states
 
-    def refill(self, index: int, attempt: int, n: int, exclude: set[str]) -> list[SearchState]:
-        sources = [[s for s in pool if s.state_id not in exclude] for pool in (self.original, self.refreshed)]
-        rng = np.random.default_rng(derive_seed(self.seed, "informative-refill", index, attempt))
-        orders = [self._order(rng, pool, index)[::-1] for pool in sources]  # popped from the end
-        out: list[SearchState] = []
-        for _ in range(max(n, 0)):
-            want = 1 if self.refreshed and rng.random() < self.mix else 0
-            source = want if orders[want] else 1 - want
-            if not orders[source]:
-                break
-            out.append(sources[source][orders[source].pop()])
-        return out
+    REFILL_SEED = "informative-refill"
+
+    def _refill_order(self, rng: np.random.Generator, states: Sequence[SearchState], index: int) -> list[int]:
+        return self._order(rng, states, index)[::-1]  # popped from the end: the most informative first
 
     def observe(self, index: int, outcomes: Sequence[tuple[str, int]]) -> None:
         for state_id, usefulness in outcomes:

@@ -63,8 +63,8 @@ class StatePool:
         """Up to `n` states for dynamic sampling's round `attempt` of step `index`, none in `exclude`,
         each from the refreshed states with probability `mix` (once there are some), as a step's own."""
         sources = [[s for s in pool if s.state_id not in exclude] for pool in (self.original, self.refreshed)]
-        rng = np.random.default_rng(derive_seed(self.seed, "refill", index, attempt))
-        orders = [list(rng.permutation(len(pool))) for pool in sources]
+        rng = np.random.default_rng(derive_seed(self.seed, self.REFILL_SEED, index, attempt))
+        orders = [self._refill_order(rng, pool, index) for pool in sources]
         out: list[SearchState] = []
         for _ in range(max(n, 0)):
             want = 1 if self.refreshed and rng.random() < self.mix else 0
@@ -73,6 +73,13 @@ class StatePool:
                 break
             out.append(sources[source][orders[source].pop()])
         return out
+
+    REFILL_SEED = "refill"
+    """The label of refill's seed (a subclass with another order draws from a stream of its own)."""
+
+    def _refill_order(self, rng: np.random.Generator, states: Sequence[SearchState], index: int) -> list[int]:
+        """Indices into `states` in the order refill takes them, popped from the end."""
+        return list(rng.permutation(len(states)))
 
     # ------------------------------------------------------------------ what states taught
 
