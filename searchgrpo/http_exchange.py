@@ -192,3 +192,11 @@ def checked_api_key(key: str, where: str) -> str:
 def api_key_from_env(name: str | None) -> str:
     """The key in `$name` ('' when unset or `name` is None), checked (`checked_api_key`)."""
     return checked_api_key(os.environ.get(name, ""), f"${name}") if name else ""
+
+
+def json_headers(api_key: str | None) -> dict[str, str]:
+    """The headers of a JSON request, with the bearer key when there is one."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers

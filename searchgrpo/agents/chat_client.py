@@ -47,6 +47,7 @@ from searchgrpo.http_exchange import (
     api_key_from_env,
     checked_api_key,
     exchange,
+    json_headers,
 )
 from searchgrpo.http_exchange import failure_reason as _reason
 from searchgrpo.redact import scrub
@@ -136,12 +137,6 @@ class ChatClient:
         """Stop retrying: requests waiting for a retry fail at once (a closing run must not wait)."""
         self._closed.set()
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
-
     def redact(self, text: str) -> str:
         """`text` from the server with the API key blanked out: a server or proxy that echoes the
         request (its headers in an error body, say) must not put the key into errors or events."""
@@ -152,7 +147,12 @@ class ChatClient:
         url = self.base_url + path
         try:
             reply = exchange(
-                method, url, body=data, headers=self._headers(), timeout_s=timeout, max_bytes=self.max_reply_bytes
+                method,
+                url,
+                body=data,
+                headers=json_headers(self._api_key),
+                timeout_s=timeout,
+                max_bytes=self.max_reply_bytes,
             )
         except RequestNotBuilt as exc:
             raise RequestInvalid(f"checker request to {url} could not be built ({exc}); nothing was sent") from None

@@ -45,6 +45,7 @@ from searchgrpo.http_exchange import (
     api_key_from_env,
     exchange,
     failure_reason,
+    json_headers,
 )
 from searchgrpo.redact import scrub
 from searchgrpo.retrieval.search import CachedSearch, Hit
@@ -184,12 +185,6 @@ class HttpSearch(CachedSearch):
         """Stop retrying: a search waiting for a retry fails at once."""
         self._closed.set()
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
-
     def _search(self, query: str, k: int) -> list[Hit]:
         reply = self._post({"query": query, "k": k})
         try:
@@ -217,7 +212,7 @@ class HttpSearch(CachedSearch):
         while True:
             timeout = min(self.timeout_s, max(deadline - time.monotonic(), 0.001))
             try:
-                headers = self._headers()
+                headers = json_headers(self._api_key)
                 raw = exchange(
                     "POST", self.url, body=data, headers=headers, timeout_s=timeout, max_bytes=self.max_reply_bytes
                 )
