@@ -44,22 +44,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from step_table import WORK as STEP_TABLE_WORK  # noqa: E402
+
 from searchgrpo.config import load_config  # noqa: E402
 from searchgrpo.events import StepFinished  # noqa: E402
 from searchgrpo.runs import quiet_libraries  # noqa: E402
 
-CPU_WORK = [
-    "model.base=embedded:smollm2",
-    "model.device=cpu",
-    "model.dtype=float32",
-    "train.states_per_step=2",
-    "grpo.num_generations=4",
-    "grpo.max_new_tokens=64",
-    "grpo.beta=0.04",
-    "train.eval_every=0",
-    "train.save_every=0",
-    "train.seed=7",
-]
+CPU_WORK = STEP_TABLE_WORK
 """step_table.py's work: the README's CPU preset (2 states x K=4, 64-token completions)."""
 
 CONFIGURATIONS = {"round": ["grpo.credit=round"], "episode": ["grpo.credit=episode"]}
