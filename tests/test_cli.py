@@ -74,7 +74,7 @@ def test_demo_world_command(tmp_path):
 
 def test_headless_debug_run_writes_events_and_a_checkpoint(tmp_path):
     proc = searchgrpo("train", "--headless", "--debug", *SETS, "--set", "train.run_name=dbg", cwd=tmp_path)
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=CEILING_S)
     assert proc.returncode == 0, out
     run_dir = tmp_path / "runs" / "dbg"
     events = list(read_events(run_dir / "events.jsonl"))
@@ -122,7 +122,7 @@ def test_sigkill_then_resume_completes_the_run(tmp_path):
     killed_at = latest_checkpoint(run_dir).step
     assert killed_at < 12
     proc = searchgrpo(*args, "--resume", cwd=tmp_path)
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=CEILING_S)
     assert proc.returncode == 0, out
     assert [c.step for c in list_checkpoints(run_dir)] == [11, 12]
     assert not [p for p in (run_dir / "checkpoints").iterdir() if ".tmp-" in p.name]

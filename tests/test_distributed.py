@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import latest_checkpoint
 from tests.conftest import SETS, searchgrpo, tiny_config
+from tests.waiting import CEILING_S
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
@@ -51,7 +52,7 @@ def one_process(tmp_path_factory):
     """The reference: the same run in one process."""
     cwd = tmp_path_factory.mktemp("one")
     proc = searchgrpo("train", "--headless", *COMMON, "--set", "train.run_name=one", cwd=cwd)
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=CEILING_S)
     assert proc.returncode == 0, out
     return cwd / "runs" / "one"
 
@@ -87,7 +88,7 @@ def _assert_same_run(one, other):
 
 def test_two_processes_match_one(one_process, tmp_path):
     two = searchgrpo("train", *COMMON, "--set", "train.run_name=two", "--num-processes", "2", cwd=tmp_path)
-    out, _ = two.communicate(timeout=300)
+    out, _ = two.communicate(timeout=CEILING_S)
     assert two.returncode == 0, out
     _assert_same_run(one_process, tmp_path / "runs" / "two")
 
@@ -143,7 +144,7 @@ def test_two_machines_match_one(one_process, tmp_path):
         )
     outs = []
     try:
-        outs = [m.communicate(timeout=300)[0] for m in machines]
+        outs = [m.communicate(timeout=CEILING_S)[0] for m in machines]
     finally:
         for m in machines:
             if m.poll() is None:
@@ -165,7 +166,7 @@ def test_two_processes_match_one_with_episode_credit_and_the_informative_pool(tm
     runs = {}
     for name, extra in (("one", ["--headless"]), ("two", ["--num-processes", "2"])):
         proc = searchgrpo("train", *credit, "--set", f"train.run_name={name}", *extra, cwd=tmp_path)
-        out, _ = proc.communicate(timeout=300)
+        out, _ = proc.communicate(timeout=CEILING_S)
         assert proc.returncode == 0, out
         runs[name] = tmp_path / "runs" / name
     _assert_same_run(runs["one"], runs["two"])
@@ -260,7 +261,7 @@ def test_a_step_without_gradient_leaves_adamw_alone_on_every_process(tmp_path):
             )
         )
     try:
-        outs = [r.communicate(timeout=300)[0] for r in ranks]
+        outs = [r.communicate(timeout=CEILING_S)[0] for r in ranks]
     finally:
         for r in ranks:
             if r.poll() is None:

@@ -22,6 +22,7 @@ import pytest
 from searchgrpo.agents.verdict_cache import CacheKey, VerdictCache
 from searchgrpo.errors import UserError
 from tests.reliability.helpers import SETS, FaultServer, assert_one_error_line, cli_env, main_in_process
+from tests.waiting import CEILING_S
 
 
 def can_mount() -> bool:
@@ -41,7 +42,7 @@ def in_namespace(setup: str, args: list[str], cwd: Path, env: dict[str, str]) ->
         ["unshare", "-m", "bash", "-c", f"{setup} && cd {shlex.quote(str(cwd))} && {command}"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=CEILING_S,
         env=env,
     )
     return proc.returncode, proc.stdout + proc.stderr
@@ -116,7 +117,7 @@ def test_a_full_verdict_cache_disk_is_one_line(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=CEILING_S,
         env=cli_env(),
     )
     out = proc.stdout + proc.stderr

@@ -19,7 +19,7 @@ from searchgrpo.train.checkpoints import list_checkpoints
 from searchgrpo.train.trainer import Trainer
 from tests.conftest import tiny_config
 from tests.reliability.helpers import SETS, assert_one_error_line, cli_env, main_in_process, spawn
-from tests.waiting import wait_until
+from tests.waiting import CEILING_S, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_merge_onto_a_read_only_file_system_is_refused(checkpoint, tmp_path):
         ["unshare", "-m", "bash", "-c", f"mount -t tmpfs -o ro,size=64k tmpfs '{ro}' && {cmd}"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=CEILING_S,
         env=cli_env(),
         cwd=tmp_path,
     )

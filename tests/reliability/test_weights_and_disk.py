@@ -22,6 +22,7 @@ import pytest
 import searchgrpo.train.step_runner as runner_module
 from searchgrpo.train.checkpoints import list_checkpoints
 from tests.reliability.helpers import SETS, assert_checkpoint_loads, assert_one_error_line, cli_env, main_in_process
+from tests.waiting import CEILING_S
 
 
 def test_non_finite_adapter_weights_are_never_saved(tmp_path, capsys, monkeypatch):
@@ -118,7 +119,7 @@ def _resume_on_a_full_disk(tmp_path: Path, leaves: list[int]) -> list[tuple[int,
         ["unshare", "-m", "bash", "-c", script],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=CEILING_S,
         cwd=tmp_path,
         env=cli_env(),
     )

@@ -13,7 +13,7 @@ import pytest
 from searchgrpo.events import event_to_dict
 from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner, scripted_run
-from tests.waiting import until
+from tests.waiting import CEILING_S, until
 from tui.launch import let_go
 from tui.screens.confirm import ChoiceScreen
 
@@ -166,7 +166,7 @@ def test_a_job_that_ignores_its_cancel_flag_does_not_hold_the_process(tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=300,  # hang guard only
+        timeout=CEILING_S,  # hang guard only
         env={**os.environ, "PYTHONPATH": str(root), "SEARCHGRPO_HOME": str(tmp_path / "home")},
     )
     assert proc.returncode == 0, proc.stderr
