@@ -318,9 +318,16 @@ def main() -> None:
     parser.add_argument(
         "--tokenizer", default=None, help="h200: tokenizer folder for the random model (default: SmolLM2's)"
     )
+    parser.add_argument(
+        "--no-cudnn-attention",
+        action="store_true",
+        help="CUDA: leave cuDNN's attention kernel out of the whole process (the judge always does)",
+    )
     args = parser.parse_args()
     quiet_libraries()
     torch.set_num_threads(args.threads)
+    if args.no_cudnn_attention:
+        torch.backends.cuda.enable_cudnn_sdp(False)
     if args.preset == "h200":
         from benchmarks.grpo_vs_trl import make_random_model
         from searchgrpo.policy.model import resolve_base
@@ -376,6 +383,7 @@ def main() -> None:
         "work": [*H200_WORK, f"prompts of {PROMPT_TOKENS} tokens"] if args.preset == "h200" else WORK,
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "threads": args.threads,
+        "cudnn_attention": torch.backends.cuda.cudnn_sdp_enabled(),
         "pipeline_values": [str(v) for v in pipeline_values()],
         "uptime_end": uptime,
         "rows": rows,

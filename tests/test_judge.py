@@ -11,7 +11,7 @@ from searchgrpo.agents.llm_checker import build_messages
 from searchgrpo.config import ConfigError
 from searchgrpo.data.labels import Label
 from searchgrpo.policy.base_view import adapter_free_view, shares_weights
-from searchgrpo.policy.judge import BaseJudge, label_token_ids, open_base_judge
+from searchgrpo.policy.judge import BaseJudge, judge_attention, label_token_ids, open_base_judge
 from searchgrpo.policy.judge_math import (
     common_prefix_length,
     judge_layout,
@@ -25,6 +25,19 @@ from searchgrpo.world import load_dataset
 from tests.conftest import tiny_config
 
 # ----------------------------------------------------------------------------- the arithmetic
+
+
+def test_judge_passes_leave_cudnn_attention_out_on_cuda_only_and_restore_it():
+    """cuDNN's attention plans a kernel per new shape; every judge batch has new shapes
+    (docs/performance.md): on CUDA the judge's passes run without it, every other kernel allowed."""
+    before = (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled())
+    with judge_attention(torch.device("cuda")):
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+        assert torch.backends.cuda.math_sdp_enabled()
+    assert (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled()) == before
+    with judge_attention(torch.device("cpu")):
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before[0]
 
 
 def test_layout_of_two_documents_and_three_labels_by_hand():

@@ -23,6 +23,13 @@ mask (`judge_math.judge_layout`): one forward pass per batch of documents. A mod
 takes no custom mask (flash attention) or whose layers are not all full attention is scored with
 plain rows instead (the whole prompt and one label per row): the same numbers, more compute.
 
+**Attention kernels.** On CUDA the judge's forward passes leave out cuDNN's attention: it builds an
+execution plan for every new shape it meets, and every judge batch has new shapes (each state's
+prefix length, each batch's document widths), so the plans cost more than the attention itself
+(`benchmarks/judge_profile.py`). Flash (no mask), memory-efficient and math attention need no plan.
+PyTorch's kernel choice is process-wide: with `train.pipeline: on`, a training pass that overlaps a
+judge pass also runs without cuDNN's attention (another kernel, the same arithmetic).
+
 Verdicts go through the verdict cache (`checker.cache`), keyed as the `llm` backend's plus the
 backend and the model's digest (`model_files.model_digest`: config, tokenizer, chat template,
 weight files; its dtype and quantisation), so no other model's verdicts are ever read.
@@ -30,10 +37,11 @@ weight files; its dtype and quantisation), so no other model's verdicts are ever
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +134,18 @@ def full_attention_only(model: Any) -> bool:
     """Every layer attends to the whole sequence (no sliding window) and takes a custom mask."""
     layer_types = set(getattr(model.config.get_text_config(), "layer_types", None) or ["full_attention"])
     return layer_types == {"full_attention"} and packs_prefix(model)
+
+
+@contextlib.contextmanager
+def judge_attention(device: torch.device) -> Iterator[None]:
+    """Scaled-dot-product attention without cuDNN's kernel on CUDA (see the module docstring)."""
+    if device.type != "cuda":
+        yield
+        return
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        yield
 
 
 class BaseJudge(CheckerDefaults):
@@ -230,15 +250,12 @@ class BaseJudge(CheckerDefaults):
         requests share one state (question and sub-goals)."""
         texts = [judge_prompt_text(self.tokenizer, r, self.max_doc_chars) for r in requests]
         fulls = [encode(self.tokenizer, t) for t in texts]
-        if not self.packed:
-            return self._plain(fulls)
-        prefix = encode(self.tokenizer, shared_text(texts[0], requests[0], self.max_doc_chars))
-        if not prefix:
-            prefix = fulls[0]
+        prefix = encode(self.tokenizer, shared_text(texts[0], requests[0], self.max_doc_chars)) or fulls[0]
         shared = min(min(common_prefix_length(prefix, f), len(f) - 1) for f in fulls)
-        if shared < 1:
-            return self._plain(fulls)
-        return self._packed(fulls[0][:shared], [f[shared:] for f in fulls])
+        with judge_attention(self.device):
+            if not self.packed or shared < 1:
+                return self._plain(fulls)
+            return self._packed(fulls[0][:shared], [f[shared:] for f in fulls])
 
     def _packed(self, prefix: list[int], suffixes: list[list[int]]) -> torch.Tensor:
         """The prefix encoded once; the suffixes and label continuations in batches on its cache."""
