@@ -1,6 +1,6 @@
-"""The README's project layout lists every package and module with the start of its docstring,
-so it can never drift from the tree: this test regenerates the block and compares. After adding,
-moving or re-describing a module, run `python tests/test_layout_doc.py` to rewrite the block."""
+"""docs/layout.md lists every package and module with the start of its docstring, so it can never
+drift from the tree: this test regenerates the block and compares. After adding, moving or
+re-describing a module, run `python tests/test_layout_doc.py` to rewrite the block."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+LAYOUT = ROOT / "docs" / "layout.md"
 WIDTH = 76
 """Characters of description per line; the module's docstring says the rest."""
-BLOCK = re.compile(r"(## Project layout\n.*?```\n)(.*?)(```)", re.S)
+BLOCK = re.compile(r"(# Project layout\n.*?```\n)(.*?)(```)", re.S)
 
 
 def summary(path: Path) -> str:
@@ -40,10 +40,10 @@ def layout() -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_readme_layout_is_current():
-    found = BLOCK.search(README.read_text(encoding="utf-8"))
-    assert found, "README.md has no code block under '## Project layout'"
-    assert found.group(2) == layout(), "README.md's layout is stale: run `python tests/test_layout_doc.py`"
+def test_the_layout_page_is_current():
+    found = BLOCK.search(LAYOUT.read_text(encoding="utf-8"))
+    assert found, "docs/layout.md has no code block under '# Project layout'"
+    assert found.group(2) == layout(), "docs/layout.md's layout is stale: run `python tests/test_layout_doc.py`"
 
 
 def test_every_module_has_a_docstring():
@@ -57,6 +57,6 @@ def test_every_module_has_a_docstring():
 
 
 if __name__ == "__main__":
-    text = README.read_text(encoding="utf-8")
-    README.write_text(BLOCK.sub(lambda m: m.group(1) + layout() + m.group(3), text, count=1), encoding="utf-8")
-    print("rewrote README.md's project layout")
+    text = LAYOUT.read_text(encoding="utf-8")
+    LAYOUT.write_text(BLOCK.sub(lambda m: m.group(1) + layout() + m.group(3), text, count=1), encoding="utf-8")
+    print("rewrote docs/layout.md's project layout")
