@@ -137,11 +137,11 @@ PROMPT_TOKENS = 1024
 
 
 class LongPrompts:
-    """Every state's prompt at exactly PROMPT_TOKENS tokens (`grpo_vs_trl.long_prompt`: its tables
+    """Every state's prompt at exactly PROMPT_TOKENS tokens (`long_prompt.long_prompt`: its tables
     extended with other states' rows, then cut as `encode_prompt` cuts), made once per state."""
 
     def __init__(self, tokenizer: Any, states: list[Any], cfg: Any) -> None:
-        from benchmarks.grpo_vs_trl import long_prompt
+        from benchmarks.long_prompt import long_prompt
 
         self.make = lambda state: long_prompt(tokenizer, state, states[:60], PROMPT_TOKENS, cfg)
         self.cache: dict[str, list[int]] = {}
@@ -329,7 +329,7 @@ def main() -> None:
     if args.no_cudnn_attention:
         torch.backends.cuda.enable_cudnn_sdp(False)
     if args.preset == "h200":
-        from benchmarks.grpo_vs_trl import make_random_model
+        from benchmarks.random_model import make_random_model
         from searchgrpo.policy.model import resolve_base
 
         tokenizer = Path(args.tokenizer) if args.tokenizer else resolve_base(load_config(None, [])).path
