@@ -77,7 +77,7 @@ def preset_work(args: argparse.Namespace) -> list[str]:
     if args.preset == "tiny":
         return [*CPU_WORK[1:], "model.base=tiny", "grpo.max_new_tokens=16"]
     if args.preset in ("h200", "h200-quick"):
-        from grpo_vs_trl import make_random_model
+        from random_model import make_random_model
 
         from searchgrpo.policy.model import resolve_base
 

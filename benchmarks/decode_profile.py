@@ -46,7 +46,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
-from grpo_vs_trl import bandwidth, random_config  # noqa: E402
+from device_bandwidth import bandwidth  # noqa: E402
+from random_model import random_config  # noqa: E402
 
 import searchgrpo.policy.sampling as sampling  # noqa: E402
 from searchgrpo.config import load_config  # noqa: E402
@@ -273,7 +274,7 @@ def bound(policy: Any, args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--model", default="random:qwen3-8b", help="a model folder, or random:SHAPE (grpo_vs_trl.SHAPES)"
+        "--model", default="random:qwen3-8b", help="a model folder, or random:SHAPE (random_model.SHAPES)"
     )
     parser.add_argument("--load-in-4bit", action="store_true")
     parser.add_argument("--decoders", nargs="+", default=["fused", "graph"], choices=[*VARIANTS, "graph", "static"])

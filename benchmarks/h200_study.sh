@@ -41,7 +41,7 @@ import sys
 sys.path[:0] = [".", "benchmarks"]
 from pathlib import Path
 
-from efficacy import EXPERIMENT, GOLD_JUDGE
+from efficacy_settings import EXPERIMENT, GOLD_JUDGE
 from searchgrpo.config import load_config
 from searchgrpo.episodes.collect import collect_question_set
 from searchgrpo.policy.model import resolve_base

@@ -212,7 +212,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "judge_profile.json")
     args = parser.parse_args()
     quiet_libraries()
-    from benchmarks.grpo_vs_trl import make_random_model
+    from benchmarks.random_model import make_random_model
     from searchgrpo.policy.model import resolve_base
     from searchgrpo.train.trainer import Trainer
     from searchgrpo.world import resolve_data_paths

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from efficacy import EXPERIMENT, GOLD_JUDGE, SHARED  # noqa: E402
+from efficacy_settings import EXPERIMENT, GOLD_JUDGE, SHARED  # noqa: E402
 
 from searchgrpo.config import ConfigError, load_config  # noqa: E402
 

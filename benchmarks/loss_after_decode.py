@@ -78,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from grpo_vs_trl import random_config
+    from random_model import random_config
     from transformers import AutoModelForCausalLM
 
     import searchgrpo.policy.model as sm

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import statistics
 import subprocess
 import sys
@@ -59,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from benchmarks.step_table_report import ratios_of, table  # noqa: E402
 from searchgrpo.config import TrainConfig, load_config  # noqa: E402
 from searchgrpo.events import GroupScored, StepFinished  # noqa: E402
 from searchgrpo.runs import quiet_libraries  # noqa: E402
@@ -137,11 +137,11 @@ PROMPT_TOKENS = 1024
 
 
 class LongPrompts:
-    """Every state's prompt at exactly PROMPT_TOKENS tokens (`grpo_vs_trl.long_prompt`: its tables
+    """Every state's prompt at exactly PROMPT_TOKENS tokens (`long_prompt.long_prompt`: its tables
     extended with other states' rows, then cut as `encode_prompt` cuts), made once per state."""
 
     def __init__(self, tokenizer: Any, states: list[Any], cfg: Any) -> None:
-        from benchmarks.grpo_vs_trl import long_prompt
+        from benchmarks.long_prompt import long_prompt
 
         self.make = lambda state: long_prompt(tokenizer, state, states[:60], PROMPT_TOKENS, cfg)
         self.cache: dict[str, list[int]] = {}
@@ -258,49 +258,6 @@ def scoring(m: dict[str, float]) -> float:
     return m.get("time/score", 0.0) + m.get("time/score_wait", 0.0)
 
 
-def calls(r: dict[str, Any]) -> str:
-    """Checker calls per step and seconds of checker time per call ('| ' cells when gold)."""
-    if math.isnan(r.get("checker/calls", float("nan"))) or not r["checker/calls"]:
-        return " |"
-    return f"{r['checker/calls']:.0f} | {r['checker_s_per_call']:.2f}"
-
-
-def requests(r: dict[str, Any]) -> str:
-    """Documents sent to the checker per step, of them for discarded groups, and never sent."""
-    values = [
-        r.get(k, float("nan")) for k in ("checker/requests", "checker/requests_discarded", "checker/requests_skipped")
-    ]
-    return " | ".join("" if math.isnan(v) else f"{v:.0f}" for v in values)
-
-
-def agreement(a: dict[str, str], b: dict[str, str]) -> dict[str, Any]:
-    """How often two judges gave the same label to the same (state, document)."""
-    both = sorted(set(a) & set(b))
-    same = sum(a[k] == b[k] for k in both)
-    return {"pairs": len(both), "same_label": same / len(both) if both else float("nan")}
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| configuration | s/step | sampling | scoring | loss | checker share | checker calls | checker s/call "
-        "| docs judged | of them discarded | not judged | sampler/kl | |logp diff| | TIS clipped |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in rows:
-        server = "grpo.sampler=server" in r["overrides"]
-        extra = (
-            f"{r['sampler/kl']:+.4f} | {r['sampler/abs_logp_diff']:.3f} | {r['sampler/tis_clipped_frac']:.3f}"
-            if server
-            else "| |"
-        )
-        sampling = r["time/generate"] + (0.0 if math.isnan(r["time/old_logprobs"]) else r["time/old_logprobs"])
-        lines.append(
-            f"| {r['name']} | {r['time/step']:.2f} | {sampling:.2f} | {r['time/score']:.2f} | "
-            f"{r['time/loss']:.2f} | {r['checker_share']:.0%} | {calls(r)} | {requests(r)} | {extra} |"
-        )
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=2, help="timed steps per configuration (after 1 warm-up)")
@@ -329,7 +286,7 @@ def main() -> None:
     if args.no_cudnn_attention:
         torch.backends.cuda.enable_cudnn_sdp(False)
     if args.preset == "h200":
-        from benchmarks.grpo_vs_trl import make_random_model
+        from benchmarks.random_model import make_random_model
         from searchgrpo.policy.model import resolve_base
 
         tokenizer = Path(args.tokenizer) if args.tokenizer else resolve_base(load_config(None, [])).path
@@ -347,35 +304,7 @@ def main() -> None:
         for name, overrides in chosen.items():
             print(f"{name}: {' '.join(overrides)} (load {load1():.2f})", flush=True)
             rows.append(run(name, overrides, args, Path(tmp)))
-    by = {r["name"]: r for r in rows}
-    ratios = {}
-    for checker in ("gold", "llm"):
-        if checker in by and f"{checker}+server" in by:
-            local, server = by[checker], by[f"{checker}+server"]
-            ratios[checker] = {
-                "sampling_local_over_server": local["time/generate"] / server["time/generate"],
-                "step_local_over_server": local["time/step"] / server["time/step"],
-            }
-    for name, row in by.items():
-        checker = name.split("+")[0]
-        if "+pipeline" in name and checker in by:
-            ratios[name] = {"step_sequential_over_pipelined": by[checker]["time/step"] / row["time/step"]}
-            if checker == "llm":
-                ratios[name]["checker_s_per_call_pipelined_over_sequential"] = (
-                    row["checker_s_per_call"] / by["llm"]["checker_s_per_call"]
-                )
-    judges = {}
-    for suffix in ("", *sorted({n[n.index("+pipeline") :] for n in by if "+pipeline" in n})):
-        llm, base, gold = by.get(f"llm{suffix}"), by.get(f"base{suffix}"), by.get(f"gold{suffix}")
-        if llm and base:  # issue 22: the in-process step at least 3x faster than the server's (CPU)
-            judges[f"llm{suffix}_over_base{suffix}"] = {
-                "step": llm["time/step"] / base["time/step"],
-                "scoring": llm["time/score"] / base["time/score"] if base["time/score"] else float("nan"),
-                "labels": agreement(llm["labels"], base["labels"]),
-            }
-        if gold and base:  # issue 22: the in-process step at most 1.3x the gold step (one H200)
-            judges[f"base{suffix}_over_gold{suffix}"] = {"step": base["time/step"] / gold["time/step"]}
-    ratios["judges"] = judges
+    ratios = ratios_of(rows)
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     report = {
         "command": "python " + " ".join(sys.argv),
