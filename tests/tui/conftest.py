@@ -19,6 +19,7 @@ from tests.conftest import TINY_OVERRIDES
 from tests.tui.scripted import ScriptedBackend, ScriptedRunner
 from tests.waiting import until
 from tui.app import TABS, ConsoleApp
+from tui.screens.job_pane import JobPane
 
 SIZE = (120, 40)
 
@@ -79,10 +80,17 @@ async def show_tab(pilot, key: str) -> None:
 
 
 async def settle(pilot) -> None:
-    """Wait for every worker (a failed one included), then fold in all events and redraw everything."""
+    """Wait for every worker (a failed one included) and for every job pane to have handled its job's
+    end, then fold in all events and redraw everything.
+
+    A finished worker's end reaches its pane as messages (the worker's state, then `JobEnded`); one
+    pause is not always enough for both on a busy machine, and the pane still said "running…"."""
     with contextlib.suppress(WorkerFailed):
         await pilot.app.workers.wait_for_complete()
     await pilot.pause()
+    await until(
+        pilot, lambda: not any(pane.running for pane in pilot.app.query(JobPane)), "every job pane's end handled"
+    )
     pilot.app.redraw()
     await pilot.pause()
 
