@@ -6,9 +6,9 @@ from __future__ import annotations
 from textual.widgets import DataTable, Input
 
 from searchgrpo.errors import UserError
-from tests.tui.conftest import SIZE, make_app, settle, show_tab, text_of
-from tests.tui.scripted import ScriptedBackend
-from tests.waiting import until
+from tests.helpers.console import SIZE, make_app, settle, show_tab, text_of
+from tests.helpers.scripted import ScriptedBackend
+from tests.helpers.waiting import until
 from tui.backend import CoreBackend
 
 

@@ -8,14 +8,13 @@ import json
 import threading
 from pathlib import Path
 
-import pytest
 from textual.widgets import Input
 
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, text_of
-from tests.tui.scripted import ScriptedBackend, run_started, scripted_run, step_events
-from tests.tui.test_keys import BROWSE, CONTROLS, press_all
-from tests.waiting import until
+from tests.console.test_keys import BROWSE, CONTROLS, press_all
+from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab, text_of
+from tests.helpers.scripted import ScriptedBackend, run_started, scripted_run, step_events
+from tests.helpers.waiting import until
 
 RUN = Path("runs/20260101-000000")
 
@@ -119,7 +118,6 @@ async def test_p_during_a_step_shows_pausing_until_the_step_ends(cfg):
         await settle(pilot)
 
 
-@pytest.mark.slow  # presses every key twice over
 async def test_every_key_while_a_job_runs_and_after_one_failed(cfg):
     make_checkpoint(RUN, 4)
     backend = ScriptedBackend()

@@ -1,4 +1,4 @@
-"""The Eval and Merge tabs over a scripted backend (tests/tui/scripted.py)."""
+"""The Eval and Merge tabs over a scripted backend (tests/helpers/scripted.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 from textual.widgets import DataTable, Select, SelectionList
 
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab, text_of
-from tests.tui.scripted import ScriptedBackend, ScriptedRunner
-from tests.waiting import until
+from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab, text_of
+from tests.helpers.scripted import ScriptedBackend, ScriptedRunner
+from tests.helpers.waiting import until
 from tui.screens.confirm import ConfirmScreen
 
 RUN = Path("runs/20260101-000000")

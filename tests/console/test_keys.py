@@ -7,19 +7,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from textual.widgets import Button, SelectionList
 
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab
-from tests.tui.scripted import ScriptedBackend, ScriptedRunner, scripted_run
-from tests.waiting import until
+from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab
+from tests.helpers.scripted import ScriptedBackend, ScriptedRunner, scripted_run
+from tests.helpers.waiting import until
 from tui.app import ConsoleApp
 from tui.launch import print_resume_hint, run_console
 from tui.screens.confirm import ChoiceScreen, ConfirmScreen
 from tui.widgets import GroupTable, MetricTable, SampleDetail
-
-pytestmark = pytest.mark.slow  # the walks press every key in every state: minutes, the full tier
 
 NARROW = (80, 24)
 BROWSE = (

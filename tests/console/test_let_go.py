@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab
-from tests.tui.scripted import ScriptedBackend, ScriptedRunner, scripted_run
-from tests.waiting import CEILING_S, until
+from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab
+from tests.helpers.scripted import ScriptedBackend, ScriptedRunner, scripted_run
+from tests.helpers.waiting import CEILING_S, until
 from tui.launch import let_go
 from tui.screens.confirm import ChoiceScreen
 
@@ -120,10 +120,10 @@ async def test_resume_shows_the_whole_history_then_the_new_steps(cfg):
 STUCK_CONSOLE = """
 import time
 from searchgrpo.config import load_config
-from tests.conftest import TINY_OVERRIDES
-from tests.tui.conftest import show_tab
-from tests.waiting import until
-from tests.tui.scripted import ScriptedBackend
+from tests.helpers.tiny import TINY_OVERRIDES
+from tests.helpers.console import show_tab
+from tests.helpers.waiting import until
+from tests.helpers.scripted import ScriptedBackend
 from tui.app import ConsoleApp
 from tui.launch import run_console
 
@@ -152,7 +152,6 @@ print("run_console returned", code)
 """
 
 
-@pytest.mark.slow  # a console in a subprocess
 def test_a_job_that_ignores_its_cancel_flag_does_not_hold_the_process(tmp_path):
     """The eval's thread sleeps in 'native code' for an hour: `q`, `y` ends the process anyway,
     with status 0, a line saying what was kept, and no traceback or abort."""

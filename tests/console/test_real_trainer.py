@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
 from searchgrpo.sinks import read_events
-from tests.conftest import tiny_config
-from tests.tui.conftest import SIZE, settle, show_tab
+from tests.helpers.console import SIZE, settle, show_tab
+from tests.helpers.tiny import tiny_config
 from tui.app import ConsoleApp
 from tui.widgets import GroupTable
-
-pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
 
 
 async def test_console_trains_the_tiny_model_for_two_steps(tmp_path):

@@ -1,7 +1,7 @@
 """Snapshots of each pane (pytest-textual-snapshot). Scripted events with fixed times, a fixed
 terminal size and relative paths keep them identical from run to run.
 
-After a deliberate change to the look: `pytest tests/tui/test_snapshots.py --snapshot-update`,
+After a deliberate change to the look: `pytest tests/console/test_snapshots.py --snapshot-update`,
 then review the SVGs under __snapshots__/ (and copy the README's ones to docs/).
 """
 
@@ -15,15 +15,13 @@ import pytest
 from textual.widgets import SelectionList
 
 from searchgrpo.events import RunStarted, StepFinished, event_to_dict
-from tests.tui.conftest import SIZE, make_app, make_checkpoint, settle, show_tab
-from tests.tui.scripted import ScriptedBackend, ScriptedRunner, run_started, scripted_run
-from tests.waiting import until
+from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab
+from tests.helpers.scripted import ScriptedBackend, ScriptedRunner, run_started, scripted_run
+from tests.helpers.waiting import until
 from tui.backend import EvalRequest, MergeRequest
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.eval_pane import EvalPane
 from tui.screens.merge_pane import MergePane
-
-pytestmark = pytest.mark.slow  # each renders whole screens (2-4 s): the full tier (`make test`), not `make test-fast`
 
 
 @pytest.fixture(autouse=True)

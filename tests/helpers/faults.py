@@ -22,11 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TINY_OVERRIDES
-from tests.waiting import CEILING_S
-
-ROOT = Path(__file__).resolve().parents[2]
-SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
+from tests.helpers import ROOT
+from tests.helpers.waiting import CEILING_S
 
 # One OpenMP thread per training process: on a shared 2-core machine torch's default of one
 # thread per core makes a busy neighbour slow each step by 10-50x (threads spin at barriers).
@@ -42,7 +39,7 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 def spawn(*args: str, cwd: Path, fault: str | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
     """`python -m searchgrpo ARGS` (or, with `fault`, the same CLI with a fault installed first)."""
-    module = ["-m", "tests.reliability.inject"] if fault else ["-m", "searchgrpo"]
+    module = ["-m", "tests.helpers.inject"] if fault else ["-m", "searchgrpo"]
     full_env = {**(env or cli_env()), **({"SEARCHGRPO_FAULT": fault} if fault else {})}
     return subprocess.Popen(
         [sys.executable, *module, *args],
@@ -96,7 +93,7 @@ def assert_one_error_line(out: str, *words: str) -> str:
 def tiny_world(tmp_path: Path) -> tuple[Path, Path]:
     """A private copy of the tiny demo world's (checkpoints folder, corpus file), safe to damage."""
     from searchgrpo.world import build_demo, demo_dir
-    from tests.conftest import tiny_config
+    from tests.helpers.tiny import tiny_config
 
     cfg = tiny_config(tmp_path)
     demo = build_demo(demo_dir(cfg), cfg.data.demo, top_k=cfg.env.top_k)

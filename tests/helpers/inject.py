@@ -1,4 +1,4 @@
-"""`python -m tests.reliability.inject ARGS`: the searchgrpo CLI with one fault installed first.
+"""`python -m tests.helpers.inject ARGS`: the searchgrpo CLI with one fault installed first.
 
 The fault is named by $SEARCHGRPO_FAULT (comma-separated for several):
 

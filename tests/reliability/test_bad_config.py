@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reliability.helpers import SETS, assert_one_error_line, main_in_process, tiny_world
+from tests.helpers.faults import assert_one_error_line, main_in_process, tiny_world
+from tests.helpers.tiny import SETS
 
 FILE_CASES = [
     ("unknown key", "grpo:\n  K: 4\n", ["unknown key 'grpo.K'", "expected one of: num_generations"]),

@@ -19,8 +19,8 @@ import pytest
 
 from searchgrpo.config import load_config
 from searchgrpo.world import load_dataset
-from tests.conftest import TINY_OVERRIDES
-from tests.reliability.helpers import SETS, assert_one_error_line, main_in_process, run_cli, tiny_world
+from tests.helpers.faults import assert_one_error_line, main_in_process, run_cli, tiny_world
+from tests.helpers.tiny import SETS, TINY_OVERRIDES
 
 # --------------------------------------------------------------------------- checkpoint folders
 

@@ -25,8 +25,8 @@ from searchgrpo.errors import UserError
 from searchgrpo.events import LogMessage, RunFailed, RunFinished, StepFinished
 from searchgrpo.train.checkpoints import latest_checkpoint
 from searchgrpo.train.trainer import Trainer
-from tests.conftest import tiny_config
-from tests.reliability.helpers import SETS, FaultServer, assert_checkpoint_loads, assert_one_error_line, main_in_process
+from tests.helpers.faults import FaultServer, assert_checkpoint_loads, assert_one_error_line, main_in_process
+from tests.helpers.tiny import SETS, tiny_config
 
 KEY_ENV = "SEARCHGRPO_FAULT_TEST_KEY"
 SECRET = "sk-fault-suite-0123456789abcdef"

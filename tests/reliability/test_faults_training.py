@@ -33,9 +33,7 @@ from searchgrpo.train.checkpoints import (
     load_training_state,
 )
 from searchgrpo.train.trainer import Trainer
-from tests.conftest import tiny_config
-from tests.reliability.helpers import (
-    SETS,
+from tests.helpers.faults import (
     assert_checkpoint_loads,
     assert_one_error_line,
     main_in_process,
@@ -43,7 +41,8 @@ from tests.reliability.helpers import (
     spawn,
     step_folders,
 )
-from tests.waiting import wait_until
+from tests.helpers.tiny import SETS, tiny_config
+from tests.helpers.waiting import wait_until
 
 
 def assert_no_partial_checkpoint(run_dir: Path) -> None:

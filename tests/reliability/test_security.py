@@ -26,14 +26,9 @@ from searchgrpo.data.states import load_states
 from searchgrpo.episodes.collect import collect_to_folder, question_dir_name
 from searchgrpo.errors import UserError
 from searchgrpo.train.checkpoints import latest_checkpoint
-from tests.conftest import tiny_config
-from tests.reliability.helpers import (
-    ROOT,
-    SETS,
-    FaultServer,
-    assert_one_error_line,
-    main_in_process,
-)
+from tests.helpers import ROOT
+from tests.helpers.faults import FaultServer, assert_one_error_line, main_in_process
+from tests.helpers.tiny import SETS, tiny_config
 
 SOURCE_DIRS = ("searchgrpo", "tui", "benchmarks", "tests")
 
@@ -358,7 +353,7 @@ def test_hostile_ids_in_checkpoints_write_nothing_outside_the_run(tmp_path, monk
     """Training and eval on checkpoints whose question ids are paths write only under the run
     folder, the eval report and the cache root."""
     from searchgrpo.train.trainer import Trainer
-    from tests.reliability.helpers import tiny_world
+    from tests.helpers.faults import tiny_world
 
     ckpts, corpus = tiny_world(tmp_path)
     for i, meta in enumerate(sorted(ckpts.glob("*/run_001/meta.json"))):

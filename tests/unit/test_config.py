@@ -1,13 +1,11 @@
 """Config loading: defaults, the shipped file, overrides and one-line errors."""
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
 from searchgrpo.config import Config, ConfigError, describe, field_docs, load_config
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT
 
 
 def test_shipped_config_is_the_default_run():

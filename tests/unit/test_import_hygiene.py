@@ -6,11 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import searchgrpo
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CORE_MODULES = sorted(
     m.name for m in pkgutil.walk_packages(searchgrpo.__path__, "searchgrpo.") if m.name != "searchgrpo.__main__"
 )
@@ -24,12 +22,6 @@ def _loaded_after(statement: str) -> set[str]:
 
 def test_every_core_module_is_found():
     assert {"searchgrpo.data.traces", "searchgrpo.train.trainer", "searchgrpo.runs"} <= set(CORE_MODULES)
-
-
-@pytest.mark.slow
-def test_core_modules_do_not_import_textual():
-    loaded = _loaded_after("\n".join(f"import {m}" for m in CORE_MODULES))
-    assert "textual" not in loaded and "tui" not in loaded
 
 
 def test_layers_hold():

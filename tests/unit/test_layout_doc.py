@@ -1,6 +1,6 @@
 """The README's project layout lists every package and module with the start of its docstring,
 so it can never drift from the tree: this test regenerates the block and compares. After adding,
-moving or re-describing a module, run `python tests/test_layout_doc.py` to rewrite the block."""
+moving or re-describing a module, run `python -m tests.unit.test_layout_doc` to rewrite the block."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT
+
 README = ROOT / "README.md"
 WIDTH = 76
 """Characters of description per line; the module's docstring says the rest."""
@@ -43,7 +44,7 @@ def layout() -> str:
 def test_readme_layout_is_current():
     found = BLOCK.search(README.read_text(encoding="utf-8"))
     assert found, "README.md has no code block under '## Project layout'"
-    assert found.group(2) == layout(), "README.md's layout is stale: run `python tests/test_layout_doc.py`"
+    assert found.group(2) == layout(), "README.md's layout is stale: run `python -m tests.unit.test_layout_doc`"
 
 
 def test_every_module_has_a_docstring():

@@ -4,13 +4,12 @@ that config.yaml's comments name set to that value, and the README's recipe usin
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from searchgrpo.config import Config, load_config
 from searchgrpo.train.run_history import flatten
 from searchgrpo.yaml_safe import safe_yaml
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PRODUCTION = ROOT / "configs" / "qwen3-8b.yaml"
 PRODUCTION_COMMENT = re.compile(r"^\s+(\w+):.*#.*\bproduction: (\S+)")
 

@@ -5,15 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.waiting import CEILING_S
-
-pytestmark = pytest.mark.slow  # starts llama.cpp five times: the full tier (`make test`), not `make test-fast`
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT
+from tests.helpers.waiting import CEILING_S
 
 START_THEN_STOP = """
 from searchgrpo.agents.server import EmbeddedServer

@@ -25,10 +25,8 @@ from searchgrpo.embedded import embedded_gguf_path
 from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.events import RunFinished, StepFinished
 from searchgrpo.train.trainer import Trainer
-from tests.conftest import tiny_config
-from tests.waiting import wait_until
-
-pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+from tests.helpers.tiny import tiny_config
+from tests.helpers.waiting import wait_until
 
 SECRET = "sk-test-not-a-real-key"
 WORLD = generate_world(3, 0, seed=5)

@@ -4,16 +4,13 @@ import json
 import signal
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 import searchgrpo.cli as cli
 from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import latest_checkpoint, list_checkpoints
-from tests.conftest import SETS, searchgrpo
-from tests.waiting import CEILING_S, wait_until
-
-pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+from tests.helpers.tiny import SETS, searchgrpo
+from tests.helpers.waiting import CEILING_S, wait_until
 
 runner = CliRunner()
 

@@ -18,12 +18,10 @@ from searchgrpo.data.questions import load_questions, write_questions
 from searchgrpo.data.states import load_states
 from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.errors import UserError
-from tests.conftest import tiny_config
-from tests.waiting import CEILING_S
+from tests.helpers import ROOT
+from tests.helpers.tiny import tiny_config
+from tests.helpers.waiting import CEILING_S
 
-pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
-
-ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 SETS = ["hotpotqa.jsonl", "2wikimultihopqa.jsonl"]
 

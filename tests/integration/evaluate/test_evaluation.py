@@ -13,9 +13,7 @@ from searchgrpo.evaluate.stats import mean_ci, median_diff_ci, paired_ratio_diff
 from searchgrpo.events import EvalProgress, EvalReportWritten, EvalStarted
 from searchgrpo.retrieval.clues import fused_ranking
 from searchgrpo.train.trainer import Trainer
-from tests.conftest import tiny_config
-
-pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+from tests.helpers.tiny import tiny_config
 
 
 def test_fused_ranking_is_round_robin_over_clues():

@@ -17,10 +17,8 @@ from searchgrpo.export.merge import MergeRequest, MergesRefused, OutputExists, P
 from searchgrpo.export.parity import TOLERANCES, Tolerance
 from searchgrpo.policy.model import load_policy, resolve_base
 from searchgrpo.train.trainer import Trainer
-from tests.conftest import SETS, tiny_config
-from tests.reliability.helpers import main_in_process
-
-pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+from tests.helpers.faults import main_in_process
+from tests.helpers.tiny import SETS, tiny_config
 
 
 @pytest.fixture(scope="module")

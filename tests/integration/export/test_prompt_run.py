@@ -16,8 +16,8 @@ from searchgrpo.export.merge import MergeRequest, run_merge
 from searchgrpo.train.control import TrainerControl
 from searchgrpo.train.run_history import read_history
 from searchgrpo.train.trainer import Trainer
-from tests.conftest import tiny_config
-from tests.reliability.helpers import assert_one_error_line, main_in_process
+from tests.helpers.faults import assert_one_error_line, main_in_process
+from tests.helpers.tiny import tiny_config
 
 TEMPLATE = """{% block system %}You write search queries.{% endblock %}
 {% block user %}
@@ -49,9 +49,6 @@ def run(tmp_path_factory):
 
     summary = Trainer(tiny_config(tmp, *overrides), sink=stop_after_one_step, control=control).train()
     return tmp, template, overrides, summary.run_dir
-
-
-pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
 
 
 def test_the_run_records_the_prompt_it_trained_with(run):

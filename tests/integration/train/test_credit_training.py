@@ -11,9 +11,7 @@ from searchgrpo.errors import UserError
 from searchgrpo.events import GroupScored, StepFinished
 from searchgrpo.train.checkpoints import latest_checkpoint
 from searchgrpo.train.trainer import Trainer, TrainerControl
-from tests.conftest import tiny_config
-
-pytestmark = pytest.mark.slow  # trains: the full tier (`make test`), not `make test-fast`
+from tests.helpers.tiny import tiny_config
 
 CREDIT = (
     "grpo.credit=episode",

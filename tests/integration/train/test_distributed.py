@@ -14,11 +14,10 @@ from safetensors.torch import load_file
 
 from searchgrpo.sinks import read_events
 from searchgrpo.train.checkpoints import latest_checkpoint
-from tests.conftest import SETS, searchgrpo, tiny_config
-from tests.waiting import CEILING_S
+from tests.helpers import ROOT
+from tests.helpers.tiny import SETS, searchgrpo, tiny_config
+from tests.helpers.waiting import CEILING_S
 
-ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
 COMMON = [
     *SETS,
     "--set",
@@ -206,7 +205,7 @@ def zero_variance_steps(out: Path) -> None:
     from searchgrpo.train.distributed import Dist
     from searchgrpo.train.rollouts import Rollouts
     from searchgrpo.train.step import update
-    from tests.test_step_update import hand_made_groups, training
+    from tests.integration.train.test_step_update import hand_made_groups, training
 
     dist = Dist("cpu")
     cfg = tiny_config(out.parent, "grpo.beta=0")
@@ -247,7 +246,8 @@ def test_a_step_without_gradient_leaves_adamw_alone_on_every_process(tmp_path):
             "MASTER_PORT": str(port),
         }
         code = (
-            "import sys; from pathlib import Path; from tests.test_distributed import zero_variance_steps; "
+            "import sys; from pathlib import Path; "
+            "from tests.integration.train.test_distributed import zero_variance_steps; "
             "zero_variance_steps(Path(sys.argv[1]))"
         )
         ranks.append(

@@ -4,7 +4,7 @@ Every run of the suite checks that the maths and the data order did not change b
 change alters them on purpose (a new reward term, another sampling order), re-record the numbers
 with the command below and say why in the commit:
 
-    python -c "from tests.test_golden import record; record()"
+    python -c "from tests.integration.train.test_golden import record; record()"
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import pytest
 
 from searchgrpo.events import StepFinished
 from searchgrpo.train.trainer import Trainer
-from tests.conftest import tiny_config
-
-pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+from tests.helpers.tiny import tiny_config
 
 KEYS = ("loss/total", "grad/norm", "reward/mean", "loss/kl_penalty")
 GOLDEN = [  # re-recorded when the reward gained table_copy (a random clue of step 2 holds a '|');

@@ -15,9 +15,7 @@ from searchgrpo.policy.sampling import Completion
 from searchgrpo.train.rollouts import Rollouts, ScoredGroup, zero_variance
 from searchgrpo.train.schedule import make_scheduler
 from searchgrpo.train.step import update
-from tests.conftest import tiny_config
-
-pytestmark = pytest.mark.slow  # loads and trains the tiny model: the full tier
+from tests.helpers.tiny import tiny_config
 
 CALC = RewardCalculator.from_weights({"new_important": 1.0})
 

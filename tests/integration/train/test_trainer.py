@@ -21,10 +21,8 @@ from searchgrpo.events import (
 )
 from searchgrpo.train.checkpoints import latest_checkpoint, list_checkpoints
 from searchgrpo.train.trainer import Trainer, TrainerControl
-from tests.conftest import tiny_config
-from tests.waiting import wait_until
-
-pytestmark = pytest.mark.slow  # trains or runs the CLI: the full tier (`make test`), not `make test-fast`
+from tests.helpers.tiny import tiny_config
+from tests.helpers.waiting import wait_until
 
 
 def run(cfg, **kw):

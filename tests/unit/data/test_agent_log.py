@@ -9,7 +9,6 @@ written whole or not at all.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,10 +19,10 @@ from searchgrpo.data.states import find_runs, load_states
 from searchgrpo.data.traces import RoundState, parse_meta, parse_round
 from searchgrpo.errors import DataError, UserError
 from searchgrpo.world import resolve_data_paths
-from tests.conftest import tiny_config
-from tests.reliability.helpers import assert_one_error_line, main_in_process
+from tests.helpers import ROOT
+from tests.helpers.faults import assert_one_error_line, main_in_process
+from tests.helpers.tiny import tiny_config
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "agent_log.jsonl"
 EXAMPLE_CORPUS = ROOT / "docs" / "examples" / "corpus.jsonl"
 
@@ -189,22 +188,6 @@ def test_the_output_folder_is_claimed_and_replaced_only_when_ours(tmp_path, caps
     with pytest.raises(UserError, match="no question with round events"):
         import_agent_logs([empty], tmp_path / "nothing")
     assert not (tmp_path / "nothing").exists()
-
-
-@pytest.mark.slow
-def test_one_tiny_training_step_on_the_imported_example(tmp_path):
-    from searchgrpo.events import StepFinished
-    from searchgrpo.train.trainer import Trainer
-
-    import_agent_logs([EXAMPLE], tmp_path / "traces")
-    cfg = tiny_config(
-        tmp_path, "train.max_steps=1", f"data.traces={tmp_path / 'traces'}", f"data.corpus={EXAMPLE_CORPUS}"
-    )
-    events: list = []
-    summary = Trainer(cfg, sink=events.append).train()
-    (step,) = [e for e in events if isinstance(e, StepFinished)]
-    assert summary.step == 1 and summary.reason == "completed"
-    assert math.isfinite(step.metrics["reward/mean"]) and math.isfinite(step.metrics["loss/total"])
 
 
 def test_docs_traces_md_quotes_the_example_files_first_question():

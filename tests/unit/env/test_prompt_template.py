@@ -19,10 +19,9 @@ from searchgrpo.env.prompts import build_messages, parse_clues, system_prompt
 from searchgrpo.policy.model import load_tokenizer, resolve_base
 from searchgrpo.policy.sampling import Prompts, encode_prompt
 from searchgrpo.world import load_dataset
-from tests import prompt_reference
-from tests.conftest import tiny_config
+from tests.helpers import ROOT, prompt_reference
+from tests.helpers.tiny import tiny_config
 
-ROOT = Path(__file__).resolve().parents[1]
 SIZES = [(1, 2, 4), (2, 2, 4), (4, 1, 6), (12, 2, 4), (100, 3, 3)]
 """(max_rows, min_clues, max_clues): each cut of the tables, and other clue counts."""
 

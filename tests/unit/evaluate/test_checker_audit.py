@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import threading
 from dataclasses import dataclass
@@ -24,8 +23,8 @@ from searchgrpo.evaluate.checker_audit import REPORT_FORMAT, AuditRequest, run_a
 from searchgrpo.events import AuditProgress, AuditReportWritten, AuditStarted
 from searchgrpo.terminal import audit_progress
 from searchgrpo.world import make_retriever, resolve_data_paths
-from tests.conftest import SETS, searchgrpo, tiny_config
-from tests.waiting import wait_until
+from tests.helpers.tiny import tiny_config
+from tests.helpers.waiting import wait_until
 
 
 def audit(cfg, tmp_path: Path, name: str = "audit.json", **kw):
@@ -204,23 +203,3 @@ def test_off_a_terminal_progress_is_a_line_at_least_every_period(tmp_path):
     assert "audit: 10 verdicts from gold checker" in text
     assert heartbeats >= 1 and "2.00 per second" in text
     assert not [t for t in threading.enumerate() if t.name == "audit-progress"]
-
-
-@pytest.mark.slow
-def test_cli_audit_and_its_one_line_errors(tmp_path):
-    out = tmp_path / "cli.json"
-    proc = searchgrpo("audit-checker", *SETS, "--pairs", "40", "--output", str(out), cwd=tmp_path)
-    text, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, text
-    # The console wraps long lines at its width: the path (longer under pytest-xdist, in a worker's
-    # temporary folder) may start or break on the next line.
-    assert "agreement (3 labels)" in text and f"report:{out}" in re.sub(r"\s+", "", text), text
-    assert out.is_file() and out.with_suffix(".png").is_file()
-    cfg = tiny_config(tmp_path)
-    traces, corpus = _demo_traces_without_gold(cfg, tmp_path)
-    proc = searchgrpo(
-        "audit-checker", *SETS, "--traces", str(traces), "--corpus", str(corpus), "--no-plot", cwd=tmp_path
-    )
-    text, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 2, text
-    assert text.count("\n") == 1 and text.startswith("error:") and "gold_docids" in text

@@ -9,27 +9,12 @@ the console's reader), so a mojibake on screen is always the model's own.
 
 import json
 
-import pytest
-
 from searchgrpo.env.prompts import parse_clues
 from searchgrpo.events import GroupScored, SampleView
-from searchgrpo.policy.model import resolve_base
 from searchgrpo.sinks import JsonlSink
-from tests.conftest import tiny_config
 from tui.sources import JsonlFollower
 
 TEXT = "Marienfère Zürich – Ōsaka"
-
-
-@pytest.mark.slow  # builds the tiny model's tokenizer once per session
-def test_byte_level_tokens_of_one_character_decode_together(tmp_path):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(resolve_base(tiny_config(tmp_path)).path))
-    ids = tokenizer(TEXT)["input_ids"]
-    pieces = [tokenizer.decode([i]) for i in ids]
-    assert "".join(pieces) != TEXT  # some characters span tokens: decoding one at a time breaks them
-    assert tokenizer.decode(ids, skip_special_tokens=True) == TEXT  # generate() decodes the whole row
 
 
 def test_clues_events_and_the_console_reader_keep_the_characters(tmp_path):

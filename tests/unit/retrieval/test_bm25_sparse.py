@@ -109,16 +109,6 @@ def realistic_queries(corpus: Corpus, n: int, seed: int = 0) -> list[str]:
     return [*out, "", "   ", "!!!", "unknownword", "the the the", "in is a the of"]
 
 
-@pytest.mark.slow
-def test_search_matches_rank_bm25_on_the_demo_world(demo_corpus):
-    ref, fast = BM25Search(demo_corpus), SparseBM25Search(demo_corpus)
-    for q in realistic_queries(demo_corpus, 40):
-        assert_same_scores(fast.scores(q), ref.scores(q))
-        for k in (1, 5, 10):
-            assert fast.search(q, k) == ref.search(q, k), (q, k)
-    assert fast.search_many(["the the the", "Orvane"], 3) == ref.search_many(["the the the", "Orvane"], 3)
-
-
 def test_the_demo_world_questions_retrieve_the_same_documents():
     world = generate_world(30, 60, seed=2)
     corpus = Corpus(world.documents)
