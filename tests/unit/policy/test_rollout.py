@@ -4,18 +4,13 @@ import pytest
 import torch
 
 from searchgrpo.config import load_config
-from searchgrpo.policy.decoders import (
-    DecodeShortcuts,
-    DynamicDecoder,
-    FusedDecoder,
-    StaticDecoder,
-    resolve_decoder,
-)
+from searchgrpo.policy.decoders import DynamicDecoder, resolve_decoder
 from searchgrpo.policy.fused_layout import fused_layout
 from searchgrpo.policy.logprobs import (
     shared_prefix_mask,
 )
 from searchgrpo.policy.model import load_policy
+from searchgrpo.policy.replayed_decoders import DecodeShortcuts, FusedDecoder, StaticDecoder
 from searchgrpo.policy.sampling import draw, generate, left_pad, next_tokens
 
 
