@@ -20,13 +20,15 @@ otherwise). `searchgrpo serve` refuses an address other than loopback without on
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import http.client
 import ipaddress
 import os
+import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +177,7 @@ class EmbeddedServer:
 def serve_until_interrupted(
     cfg: Any, *, host: str, port: int, api_key_env: str | None, insecure: bool, say: Callable[..., None]
 ) -> None:
-    """`searchgrpo serve`: checker.gguf on host:port until Ctrl-C. The key in `$api_key_env` (else
+    """`searchgrpo serve`: checker.gguf on host:port until Ctrl-C or SIGTERM. The key in `$api_key_env` (else
     $checker.api_key_env, when set) is required of every request; an address other than loopback
     needs `api_key_env` given explicitly, or `insecure` (then a warning is said)."""
     import time
@@ -202,7 +204,7 @@ def serve_until_interrupted(
     server = EmbeddedServer(
         gguf, host=host, port=port, parallel=cc.max_concurrency, threads=cc.server_threads, api_key=key
     )
-    with server:
+    with server, _stopped_by_signals():
         try:
             say(
                 f"serving {server.alias} at {server.base_url} ({server.parallel} slots, {server.threads} threads"
@@ -213,3 +215,21 @@ def serve_until_interrupted(
                 time.sleep(1)
         except KeyboardInterrupt:
             say("stopping")
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt here, whatever this process inherited.
+
+    A process started from a background job of a shell (`nohup searchgrpo serve &`, a script's `&`,
+    a test run that was itself started so) inherits SIGINT *ignored*, and Python then installs no
+    handler of its own: a Ctrl-C or `kill -INT` did nothing and `serve` ran for ever. `serve` runs
+    until it is told to stop, so it takes both signals itself while it serves (the handlers it
+    found are put back after)."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, signal.default_int_handler) for s in stops}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

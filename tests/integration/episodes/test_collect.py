@@ -1,12 +1,6 @@
 """`collect` on slices of the real question sets: checkpoints the loader reads back, resumable,
-deterministic; and the `collect` / `serve` commands."""
+deterministic; and the `collect` command."""
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,7 +14,6 @@ from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.errors import UserError
 from tests.helpers import ROOT
 from tests.helpers.tiny import tiny_config
-from tests.helpers.waiting import CEILING_S
 
 SHARED = ROOT.parent / "shared" / "data"
 SETS = ["hotpotqa.jsonl", "2wikimultihopqa.jsonl"]
@@ -121,28 +114,3 @@ def test_collect_command_then_train_on_its_output(tmp_path):
     )
     summary = Trainer(cfg).train()
     assert summary.step == 1 and summary.reason == "completed"
-
-
-def test_serve_command_serves_until_interrupted(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "searchgrpo", "serve", "--port", "0"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("serving SmolLM2-135M-Instruct at http://127.0.0.1:"), line + proc.stderr.read()
-        url = line.split(" at ")[1].split()[0]
-        with urllib.request.urlopen(url + "/models", timeout=CEILING_S) as response:  # closed before the stop
-            models = json.loads(response.read())
-        assert models["data"][0]["id"] == "SmolLM2-135M-Instruct"
-        proc.send_signal(signal.SIGINT)
-        # llama.cpp joins its worker threads on the way out, which is slow on a loaded machine (over
-        # 120 s once under two busy processes): the suite's hang guard, not a deadline.
-        assert proc.wait(timeout=CEILING_S) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
