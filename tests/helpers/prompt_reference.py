@@ -1,6 +1,6 @@
 """The Executor's prompt as the Python code wrote it before prompts were templates ("executor-v2"),
 kept frozen: the built-in template (`searchgrpo/env/templates/executor.jinja`) must render exactly
-this, character for character (tests/test_prompt_template.py)."""
+this, character for character (tests/unit/env/test_prompt_template.py)."""
 
 from __future__ import annotations
 

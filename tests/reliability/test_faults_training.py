@@ -3,8 +3,8 @@ during a save, NaN and inf in the loss, Ctrl-C once and twice, a kill while an o
 deleted. In every case the newest complete checkpoint loads, `--resume` finishes the run, and no
 folder named `step-*` is ever incomplete.
 
-`tests/test_cli.py` already covers SIGTERM (a graceful checkpoint) and one SIGKILL + resume;
-`tests/test_trainer.py` that a resumed run replays an uninterrupted one.
+`tests/integration/commands/test_cli.py` already covers SIGTERM (a graceful checkpoint) and one SIGKILL + resume;
+`tests/integration/train/test_trainer.py` that a resumed run replays an uninterrupted one.
 """
 
 from __future__ import annotations

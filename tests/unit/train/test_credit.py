@@ -167,7 +167,7 @@ def test_branches_stop_at_their_horizon_and_at_the_planners_answer():
 
 
 def test_play_from_round_one_is_unchanged_by_the_loop_taking_branches():
-    """`play` is `advance` from round 1: a whole question plays as it did (tests/test_episodes.py)."""
+    """`play` is `advance` from round 1: a whole question plays as it did (tests/unit/evaluate/test_episodes.py)."""
     corpus = Corpus(DOCS)
     checker = GoldChecker(corpus, {"q": QuestionLabels(QUESTION, dict.fromkeys(GOLD, Label.IMPORTANT))})
 
