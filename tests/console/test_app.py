@@ -6,7 +6,8 @@ import json
 
 from searchgrpo.events import event_to_dict
 from tests.helpers.console import SIZE, make_app, settle, show_tab, text_of
-from tests.helpers.scripted import ScriptedRunner, run_started, scripted_run, step_events
+from tests.helpers.scripted import ScriptedRunner
+from tests.helpers.scripted_events import run_started, scripted_run, step_events
 from tests.helpers.waiting import until
 from tui.screens.confirm import ChoiceScreen
 from tui.widgets import GroupTable, MetricTable, SampleDetail

@@ -13,7 +13,8 @@ from textual.widgets import Input
 from searchgrpo.events import event_to_dict
 from tests.console.test_keys import BROWSE, CONTROLS, press_all
 from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab, text_of
-from tests.helpers.scripted import ScriptedBackend, run_started, scripted_run, step_events
+from tests.helpers.scripted import ScriptedBackend
+from tests.helpers.scripted_events import run_started, scripted_run, step_events
 from tests.helpers.waiting import until
 
 RUN = Path("runs/20260101-000000")

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from searchgrpo.events import DocView, SampleView, StepFinished, event_to_dict
 from tests.helpers.console import SIZE, make_app, settle, text_of
-from tests.helpers.scripted import run_started, scripted_run
+from tests.helpers.scripted_events import run_started, scripted_run
 from tui.model import ConsoleModel, RunModel
 from tui.widgets.judge_radar import render_radar
 from tui.widgets.sample_detail import render_sample

@@ -11,7 +11,8 @@ from textual.widgets import Button, SelectionList
 
 from searchgrpo.events import event_to_dict
 from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab
-from tests.helpers.scripted import ScriptedBackend, ScriptedRunner, scripted_run
+from tests.helpers.scripted import ScriptedBackend, ScriptedRunner
+from tests.helpers.scripted_events import scripted_run
 from tests.helpers.waiting import until
 from tui.app import ConsoleApp
 from tui.launch import print_resume_hint, run_console

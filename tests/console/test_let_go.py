@@ -12,7 +12,8 @@ import pytest
 
 from searchgrpo.events import event_to_dict
 from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab
-from tests.helpers.scripted import ScriptedBackend, ScriptedRunner, scripted_run
+from tests.helpers.scripted import ScriptedBackend, ScriptedRunner
+from tests.helpers.scripted_events import scripted_run
 from tests.helpers.waiting import CEILING_S, until
 from tui.launch import let_go
 from tui.screens.confirm import ChoiceScreen

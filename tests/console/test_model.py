@@ -14,7 +14,7 @@ from searchgrpo.events import (
     TrainEvalProgress,
     event_to_dict,
 )
-from tests.helpers.scripted import run_started, scripted_run, step_events
+from tests.helpers.scripted_events import run_started, scripted_run, step_events
 from tui.format import fmt_duration, printable, sparkline, thin
 from tui.inbox import EventInbox
 from tui.model import ConsoleModel, Earlier

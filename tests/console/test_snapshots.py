@@ -16,7 +16,8 @@ from textual.widgets import SelectionList
 
 from searchgrpo.events import RunStarted, StepFinished, event_to_dict
 from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab
-from tests.helpers.scripted import ScriptedBackend, ScriptedRunner, run_started, scripted_run
+from tests.helpers.scripted import ScriptedBackend, ScriptedRunner
+from tests.helpers.scripted_events import run_started, scripted_run
 from tests.helpers.waiting import until
 from tui.backend import EvalRequest, MergeRequest
 from tui.screens.confirm import ConfirmScreen

@@ -24,7 +24,7 @@ from searchgrpo.terminal import ConsoleSink
 from searchgrpo.train.checkpoints import latest_checkpoint
 from tests.helpers.console import SIZE, settle, show_tab, text_of
 from tests.helpers.faults import assert_checkpoint_loads, tiny_world
-from tests.helpers.scripted import run_started, scripted_run, step_events
+from tests.helpers.scripted_events import run_started, scripted_run, step_events
 from tests.helpers.tiny import tiny_config
 from tests.helpers.waiting import until
 from tui.app import ConsoleApp

@@ -22,7 +22,7 @@ from searchgrpo.trackers import (
     tracker_metrics,
     wandb_key_missing,
 )
-from tests.helpers.scripted import scripted_run, step_events
+from tests.helpers.scripted_events import scripted_run, step_events
 
 
 def needs(module: str):
