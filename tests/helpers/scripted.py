@@ -2,10 +2,10 @@
 (`tests/helpers/scripted_events.py` builds them).
 
 The `ScriptedRunner` plays them as the console's trainer would, honouring pause, stop and save-now
-between steps, and optionally waiting for a test to let each step through. A `ScriptedBackend` is the console's `tui.backend.Backend` for tests: training is a
-`ScriptedRunner`, eval writes a report of the real format and merge makes the folders and
-reports the parity figures the real merge reports; checkpoints are found on disk as the real
-backend finds them.
+between steps, and optionally waiting for a test to let each step through. A `ScriptedBackend` is
+the console's `tui.backend.Backend` for tests: training is a `ScriptedRunner`, eval writes a report
+of the real format and merge makes the folders and reports the parity figures the real merge
+reports; checkpoints are found on disk as the real backend finds them.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from searchgrpo.config import load_config
 from searchgrpo.events import LogMessage
 from tests.helpers import ROOT
 from tests.helpers.tiny import tiny_config
+from tests.helpers.waiting import CEILING_S
 from tests.unit.test_trackers import expected, needs, play, wandb_records
 
 
@@ -47,7 +48,7 @@ def test_trackio_local_database_holds_the_steps(tmp_path):
     needs("trackio")
     # trackio fixes its folder when imported, so it runs in a process of its own.
     script = (
-        "from pathlib import Path; from searchgrpo.config import load_config; import tests.test_trackers as t\n"
+        "from pathlib import Path; from searchgrpo.config import load_config; import tests.unit.test_trackers as t\n"
         "cfg = load_config(None, ['train.report_to=[trackio]', 'train.tracker_project=grpo-tests'])\n"
         "assert t.play(cfg, Path('.')) == []\n"
         "from trackio.sqlite_storage import SQLiteStorage\n"
@@ -55,7 +56,7 @@ def test_trackio_local_database_holds_the_steps(tmp_path):
     )
     env = {**os.environ, "TRACKIO_DIR": str(tmp_path / "trackio"), "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=CEILING_S
     )
     assert out.returncode == 0, out.stderr[-2000:]
     (line,) = [line for line in out.stdout.splitlines() if line.startswith("LOGS ")]
