@@ -3,7 +3,7 @@
 #               on the demo world, tuned to teach in minutes on a CPU); headless:
 #               `searchgrpo train --headless --config configs/demo.yaml`
 #   make test   set up, then run the test suite (the full tier: what CI runs)
-#   make test-fast   the fast tier only (pure functions, doctests, no training): under a minute
+#   make test-fast   the unit tier only (tests/unit/ and the doctests: no training): about a minute
 #   make test-stress the full suite (the same command as make test) beside two CPU-bound processes,
 #               RUNS times in a row (make test-stress RUNS=3): the suite must not depend on the
 #               machine's speed (docs/testing.md)

@@ -28,7 +28,7 @@ import sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from searchgrpo.config import load_config
-from tests.tui.conftest import show_tab, until
+from tests.helpers.console import show_tab, until
 from tui.app import ConsoleApp
 from tui.launch import run_console
 

@@ -51,8 +51,8 @@ from random_model import random_config  # noqa: E402
 
 import searchgrpo.policy.sampling as sampling  # noqa: E402
 from searchgrpo.config import load_config  # noqa: E402
-from searchgrpo.policy.decoders import FusedDecoder, StaticDecoder  # noqa: E402
 from searchgrpo.policy.model import attach_lora, load_policy  # noqa: E402
+from searchgrpo.policy.replayed_decoders import FusedDecoder, StaticDecoder  # noqa: E402
 from searchgrpo.policy.sampling import generate, left_pad, next_tokens  # noqa: E402
 
 VARIANTS = {

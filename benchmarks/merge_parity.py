@@ -106,7 +106,7 @@ def figures_for(cfg: Any, checkpoint: Path, dtype_name: str, probe: list[list[in
 def train_tiny(steps: int, lr: float, where: Path) -> tuple[Any, Path]:
     from searchgrpo.config import load_config
     from searchgrpo.train.trainer import Trainer
-    from tests.conftest import TINY_OVERRIDES
+    from tests.helpers.tiny import TINY_OVERRIDES
 
     cfg = load_config(
         None,

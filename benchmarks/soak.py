@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.reliability.soak_run import soak  # noqa: E402  (the harness the test suite also runs)
+from tests.helpers.soak_run import soak  # noqa: E402  (the harness the test suite also runs)
 
 SMALL_WORLD = ("data.demo.questions=24", "data.demo.distractors=40")
 TINY = (

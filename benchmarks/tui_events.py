@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from textual.binding import Binding
 
 from searchgrpo.config import load_config
-from tests.tui.scripted import ScriptedBackend, run_started, step_events
+from tests.helpers.scripted import ScriptedBackend
+from tests.helpers.scripted_events import run_started, step_events
 from tui.app import ConsoleApp
 
 

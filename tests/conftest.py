@@ -1,15 +1,18 @@
-"""Shared fixtures: an isolated cache root, a tiny config, and a small demo world."""
+"""Shared fixtures and hooks: an isolated cache root, a tiny config, the tiers marked by folder.
+
+The tier of a test is its folder: `tests/unit/` is the fast tier (`make test-fast`, with the
+package's doctests); every other folder (`integration/`, `reliability/`, `console/`) is marked
+`slow` here and runs in the full tier (`make test`). Helpers live in `tests/helpers/`."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from searchgrpo.config import Config, load_config
+from searchgrpo.config import Config
+from tests.helpers.tiny import tiny_config
 
 # One OpenMP thread per process (this one, set before torch is imported, and every subprocess a
 # test starts): with one thread per core, a busy neighbour on a small shared machine makes torch's
@@ -27,53 +30,22 @@ def searchgrpo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-TINY_OVERRIDES = (
-    "model.base=tiny",
-    "model.device=cpu",  # the same numbers on a GPU host; CUDA paths have tests of their own
-    "model.dtype=float32",  # and on a CPU where `auto` means bfloat16 (AMX, AVX512-BF16)
-    "data.demo.questions=24",
-    "data.demo.distractors=40",
-    "grpo.num_generations=3",
-    "grpo.max_new_tokens=12",
-    "grpo.max_prompt_tokens=384",
-    "data.max_table_rows=4",
-    "train.states_per_step=2",
-    "train.micro_batch_size=6",
-    "train.lr=1e-2",
-    "train.eval_every=0",
-    "train.save_every=0",
-)
-
-
-SETS = [arg for o in TINY_OVERRIDES for arg in ("--set", o)]
-"""TINY_OVERRIDES as command-line options."""
-
-
-def searchgrpo(*args: str, cwd: Path, **kw) -> subprocess.Popen:
-    """The `searchgrpo` command in a subprocess (this checkout on its path), output merged."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "searchgrpo", *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-        **kw,
-    )
-
-
-def tiny_config(tmp_path: Path, *overrides: str) -> Config:
-    """The tiny random model on a small demo world, writing runs under tmp_path."""
-    return load_config(None, [*TINY_OVERRIDES, f"train.output_dir={tmp_path / 'runs'}", *overrides])
-
-
 @pytest.fixture
 def tiny_cfg(tmp_path: Path) -> Config:
     return tiny_config(tmp_path)
 
 
+TESTS = Path(__file__).resolve().parent
+FAST_TIER = TESTS / "unit"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `gpu` are skipped where CUDA is not available (CI has none)."""
+    """A test under tests/ outside tests/unit/ is `slow` (the full tier). Tests marked `gpu` are
+    skipped where CUDA is not available (CI has none)."""
+    for item in items:
+        path = Path(item.path)
+        if path.is_relative_to(TESTS) and not path.is_relative_to(FAST_TIER):
+            item.add_marker(pytest.mark.slow)
     if not any(item.get_closest_marker("gpu") for item in items):
         return
     import torch

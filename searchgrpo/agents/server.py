@@ -7,6 +7,12 @@ it serves the SmolLM2 GGUF the policy starts from, so the frozen agents are the 
 the seed. Use it as a context manager; `stop()` frees the port and `start()` can take the same
 port again (the tests restart it mid-run).
 
+`start()` returns only once llama.cpp's task loop is running (a request that passes through it,
+GET /slots, has been answered), not merely once the HTTP side answers /v1/models: xllamacpp starts
+that loop on its own thread after the constructor returns, and the loop marks itself running when
+it starts, so a stop that came before (a Ctrl-C a moment after `searchgrpo serve` said it was
+serving, on a loaded machine) was forgotten and the loop, and the stop joining it, never ended.
+
 Given an `api_key`, llama.cpp answers only requests that send it as a Bearer token (401
 otherwise). `searchgrpo serve` refuses an address other than loopback without one unless told
 `--insecure` (`is_loopback`); the port must be 0 to 65535, 0 meaning any free port.
@@ -14,17 +20,21 @@ otherwise). `searchgrpo serve` refuses an address other than loopback without on
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import http.client
 import ipaddress
 import os
+import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from searchgrpo.agents.chat_client import ChatClient, api_key_from_env
 from searchgrpo.errors import UserError
+from searchgrpo.http_exchange import StatusError, exchange, json_headers
 
 SLOT_CONTEXT = 4096
 """Context tokens per slot: a checker prompt with max_doc_chars of text stays far below it."""
@@ -137,7 +147,17 @@ class EmbeddedServer:
                 ) from None
             self.port = int(self._server.listening_address.rstrip("/").rsplit(":", 1)[1])
         ChatClient(self.base_url, api_key=self.api_key or "").health(timeout_s=health_timeout_s)
+        self._wait_for_task_loop(health_timeout_s)
         return self
+
+    def _wait_for_task_loop(self, timeout_s: float) -> None:
+        """Return once llama.cpp's task loop answers (GET /slots is a task it serves), so a `stop()`
+        from now on reaches a running loop (see the module docstring: one sent earlier is lost)."""
+        url = f"http://{self.host}:{self.port}/slots"
+        try:
+            exchange("GET", url, body=None, headers=json_headers(self.api_key), timeout_s=timeout_s, max_bytes=1 << 20)
+        except (OSError, http.client.HTTPException, StatusError) as exc:
+            raise UserError(f"embedded checker server {url} did not answer from its task loop ({exc})") from None
 
     def stop(self) -> None:
         """Stop serving and free the port (llama.cpp joins its threads when the server is freed)."""
@@ -157,7 +177,7 @@ class EmbeddedServer:
 def serve_until_interrupted(
     cfg: Any, *, host: str, port: int, api_key_env: str | None, insecure: bool, say: Callable[..., None]
 ) -> None:
-    """`searchgrpo serve`: checker.gguf on host:port until Ctrl-C. The key in `$api_key_env` (else
+    """`searchgrpo serve`: checker.gguf on host:port until Ctrl-C or SIGTERM. The key in `$api_key_env` (else
     $checker.api_key_env, when set) is required of every request; an address other than loopback
     needs `api_key_env` given explicitly, or `insecure` (then a warning is said)."""
     import time
@@ -184,7 +204,7 @@ def serve_until_interrupted(
     server = EmbeddedServer(
         gguf, host=host, port=port, parallel=cc.max_concurrency, threads=cc.server_threads, api_key=key
     )
-    with server:
+    with server, _stopped_by_signals():
         try:
             say(
                 f"serving {server.alias} at {server.base_url} ({server.parallel} slots, {server.threads} threads"
@@ -195,3 +215,21 @@ def serve_until_interrupted(
                 time.sleep(1)
         except KeyboardInterrupt:
             say("stopping")
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt here, whatever this process inherited.
+
+    A process started from a background job of a shell (`nohup searchgrpo serve &`, a script's `&`,
+    a test run that was itself started so) inherits SIGINT *ignored*, and Python then installs no
+    handler of its own: a Ctrl-C or `kill -INT` did nothing and `serve` ran for ever. `serve` runs
+    until it is told to stop, so it takes both signals itself while it serves (the handlers it
+    found are put back after)."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, signal.default_int_handler) for s in stops}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -1,4 +1,4 @@
-"""`serve`: the frozen agents' model over an OpenAI-compatible API (llama.cpp), until Ctrl-C."""
+"""`serve`: the frozen agents' model over an OpenAI-compatible API (llama.cpp), until Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def serve(
     ] = False,
 ) -> None:
     """Serve the frozen agents' model (checker.gguf, default the embedded SmolLM2) over an
-    OpenAI-compatible API with llama.cpp, until Ctrl-C."""
+    OpenAI-compatible API with llama.cpp, until Ctrl-C (or SIGTERM)."""
     from searchgrpo.agents.server import serve_until_interrupted
 
     if not 0 <= port <= 65535:

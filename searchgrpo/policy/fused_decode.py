@@ -28,7 +28,7 @@ adapter per layer), laid out once per `generate` call as:
   rearrangement of q, k and v for the grouped cache (`attention_inputs`), and the gated
   activation (`gated`).
 
-The results differ from the module-by-module forward by rounding only (tests/test_rollout.py
+The results differ from the module-by-module forward by rounding only (tests/unit/policy/test_rollout.py
 compares the logits). `fused_layout.fused_layout` says whether a model qualifies, without copying
 anything.
 """

@@ -6,7 +6,8 @@
   and encoded once each, their KV cache copied to the K rows), and trims each completion after its
   first end-of-sequence token (which it keeps, so the policy learns to stop). On CUDA the decode
   steps run on a static cache, each replayed as one CUDA graph, computed from the weights in few
-  kernels (`FusedDecoder`) or through the model's modules (`StaticDecoder`): searchgrpo/policy/decoders.py.
+  kernels (`FusedDecoder`) or through the model's modules (`StaticDecoder`):
+  searchgrpo/policy/replayed_decoders.py.
 
 Log-probabilities of the sampled completions (for the loss) are in `searchgrpo.policy.logprobs`.
 """
@@ -25,7 +26,8 @@ from searchgrpo.data.traces import SearchState
 from searchgrpo.env.prompt_template import PromptTemplate, load_template
 from searchgrpo.env.prompts import build_messages
 from searchgrpo.errors import check_cancel
-from searchgrpo.policy.decoders import DynamicDecoder, FusedDecoder, StaticDecoder, resolve_decoder
+from searchgrpo.policy.decoders import DynamicDecoder, resolve_decoder
+from searchgrpo.policy.replayed_decoders import FusedDecoder, StaticDecoder
 
 
 def encode_prompt(

@@ -1,7 +1,7 @@
 """GRPO maths as pure tensor functions: advantages, the clipped surrogate, KL, aggregation.
 
 Shapes: G groups (states), K samples per group, N = G*K sequences, T completion tokens.
-Nothing here touches a model; `tests/test_grpo.py` checks every function against hand-computed
+Nothing here touches a model; `tests/unit/train/test_grpo.py` checks every function against hand-computed
 values.
 
 The seed's loss, per completion token t of sample i:

@@ -1,14 +1,16 @@
 """Bad config through the real entry point (`searchgrpo.cli.main`, in-process: it stops before any
 heavy work): each mistake is exit 2 and one `error:` line naming the file, the key and what is
-allowed; no traceback. `tests/test_config.py` covers the loader itself and `tests/test_cli.py` one
-case in a subprocess; this is the matrix at the command line, including missing files.
+allowed; no traceback. `tests/unit/test_config.py` covers the loader itself and
+`tests/integration/commands/test_cli.py` one case in a subprocess; this is the matrix at the command
+line, including missing files.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.reliability.helpers import SETS, assert_one_error_line, main_in_process, tiny_world
+from tests.helpers.faults import assert_one_error_line, main_in_process, tiny_world
+from tests.helpers.tiny import SETS
 
 FILE_CASES = [
     ("unknown key", "grpo:\n  K: 4\n", ["unknown key 'grpo.K'", "expected one of: num_generations"]),

@@ -16,7 +16,8 @@ import pytest
 
 import searchgrpo.agents.chat_client as chat_client
 from searchgrpo.agents.chat_client import ChatClient, ServerUnavailable
-from tests.reliability.helpers import SETS, RawServer, assert_one_error_line, main_in_process
+from tests.helpers.faults import RawServer, assert_one_error_line, main_in_process
+from tests.helpers.tiny import SETS
 
 REPLY = json.dumps({"choices": [{"message": {"role": "assistant", "content": "IMPORTANT"}}]}).encode()
 SLOW_REPLY = REPLY + b" " * 1000

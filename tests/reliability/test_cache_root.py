@@ -27,7 +27,7 @@ def test_the_old_model_cache_dir_key_is_read_as_paths_cache_root(tmp_path: Path)
 
 def test_the_demo_world_and_indexes_go_under_the_configured_root(tmp_path: Path) -> None:
     from searchgrpo.world import demo_dir, load_dataset, make_retriever
-    from tests.conftest import TINY_OVERRIDES
+    from tests.helpers.tiny import TINY_OVERRIDES
 
     cfg = load_config(None, [*TINY_OVERRIDES, f"paths.cache_root={tmp_path / 'root'}"])
     assert demo_dir(cfg).is_relative_to(tmp_path / "root")

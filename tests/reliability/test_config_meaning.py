@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from searchgrpo.config import load_config
-from tests.conftest import TINY_OVERRIDES
-from tests.reliability.helpers import ROOT, assert_one_error_line, cli_env, main_in_process, run_cli, tiny_world
+from tests.helpers import ROOT
+from tests.helpers.faults import assert_one_error_line, cli_env, main_in_process, run_cli, tiny_world
+from tests.helpers.tiny import TINY_OVERRIDES
 
 
 def config_cli(args: list[str], capsys, monkeypatch) -> tuple[int, str]:

@@ -1,6 +1,6 @@
 """The console's training worker dies: the real trainer, in the console's worker thread, fails on
 bad data and on a full disk; the error is shown in the UI (status, error line, Log tab) and the
-console stays up. `tests/tui/test_app.py` covers scripted failures; these are real ones, with
+console stays up. `tests/console/test_app.py` covers scripted failures; these are real ones, with
 text that reads like console markup (a path with `[/q]` in it).
 
 The console never dies on a run's files either: `--replay` and `--attach` skip and count
@@ -22,11 +22,11 @@ from rich.console import Console
 from searchgrpo.events import GroupScored, LogMessage, RunStarted, StepFinished, event_to_dict
 from searchgrpo.terminal import ConsoleSink
 from searchgrpo.train.checkpoints import latest_checkpoint
-from tests.conftest import tiny_config
-from tests.reliability.helpers import assert_checkpoint_loads, tiny_world
-from tests.tui.conftest import SIZE, settle, show_tab, text_of
-from tests.tui.scripted import run_started, scripted_run, step_events
-from tests.waiting import until
+from tests.helpers.console import SIZE, settle, show_tab, text_of
+from tests.helpers.faults import assert_checkpoint_loads, tiny_world
+from tests.helpers.scripted_events import run_started, scripted_run, step_events
+from tests.helpers.tiny import tiny_config
+from tests.helpers.waiting import until
 from tui.app import ConsoleApp
 from tui.widgets import GroupTable, MetricTable
 

@@ -15,10 +15,10 @@ import pytest
 
 from searchgrpo.errors import printable as core_printable
 from searchgrpo.events import event_to_dict
-from tests.tui.conftest import SIZE, make_app
-from tests.tui.conftest import cfg as cfg  # the console tests' config fixture
-from tests.tui.scripted import run_started, step_events
-from tests.waiting import until
+from tests.helpers.console import SIZE, make_app
+from tests.helpers.console import cfg as cfg  # the console tests' config fixture
+from tests.helpers.scripted_events import run_started, step_events
+from tests.helpers.waiting import until
 from tui.format import printable as console_printable
 
 

@@ -21,8 +21,8 @@ from searchgrpo.config import load_config
 from searchgrpo.data.corpus import load_corpus, write_corpus
 from searchgrpo.data.questions import load_questions, pooled_corpus
 from searchgrpo.world import load_dataset
-from tests.conftest import TINY_OVERRIDES
-from tests.reliability.helpers import SETS, assert_one_error_line, main_in_process, tiny_world
+from tests.helpers.faults import assert_one_error_line, main_in_process, tiny_world
+from tests.helpers.tiny import SETS, TINY_OVERRIDES
 
 
 def per_question_docids(qid: str, n: int) -> dict:

@@ -22,7 +22,8 @@ from searchgrpo.agents.llm_checker import LLMChecker
 from searchgrpo.agents.verdict_cache import VerdictCache
 from searchgrpo.data.corpus import load_corpus
 from searchgrpo.errors import IssueLog
-from tests.reliability.helpers import SETS, FaultServer, assert_one_error_line, main_in_process
+from tests.helpers.faults import FaultServer, assert_one_error_line, main_in_process
+from tests.helpers.tiny import SETS
 
 HOSTILE = "Who founded [bold red]Acme[/] \x1b[31mCorp\x1b[0m\r?"
 

@@ -21,8 +21,9 @@ import pytest
 
 from searchgrpo.agents.verdict_cache import CacheKey, VerdictCache
 from searchgrpo.errors import UserError
-from tests.reliability.helpers import SETS, FaultServer, assert_one_error_line, cli_env, main_in_process
-from tests.waiting import CEILING_S
+from tests.helpers.faults import FaultServer, assert_one_error_line, cli_env, main_in_process
+from tests.helpers.tiny import SETS
+from tests.helpers.waiting import CEILING_S
 
 
 def can_mount() -> bool:

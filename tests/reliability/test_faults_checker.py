@@ -5,7 +5,7 @@ on request. Transient faults are retried and cost no verdict; faults that outlas
 stop the run with one line naming the server, after which `--resume` continues from the newest
 checkpoint; nonsense replies are counted (and stop a run only past `checker.max_unparsable_frac`,
 tests/reliability/test_server_replies.py); a 200 that is not JSON is not an outage: it fails at
-once, in one line. `tests/test_llm_checker.py`
+once, in one line. `tests/integration/agents/test_llm_checker.py`
 restarts the real embedded llama.cpp server mid-run; this covers the other ways a server fails.
 """
 
@@ -25,8 +25,8 @@ from searchgrpo.errors import UserError
 from searchgrpo.events import LogMessage, RunFailed, RunFinished, StepFinished
 from searchgrpo.train.checkpoints import latest_checkpoint
 from searchgrpo.train.trainer import Trainer
-from tests.conftest import tiny_config
-from tests.reliability.helpers import SETS, FaultServer, assert_checkpoint_loads, assert_one_error_line, main_in_process
+from tests.helpers.faults import FaultServer, assert_checkpoint_loads, assert_one_error_line, main_in_process
+from tests.helpers.tiny import SETS, tiny_config
 
 KEY_ENV = "SEARCHGRPO_FAULT_TEST_KEY"
 SECRET = "sk-fault-suite-0123456789abcdef"

@@ -15,14 +15,14 @@ import transformers
 from searchgrpo.config import load_config
 from searchgrpo.data.states import split_by_question
 from searchgrpo.world import load_dataset
-from tests.conftest import TINY_OVERRIDES
-from tests.reliability.helpers import SETS, assert_one_error_line, main_in_process
+from tests.helpers.faults import assert_one_error_line, main_in_process
+from tests.helpers.tiny import SETS, TINY_OVERRIDES
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     from searchgrpo.train.trainer import Trainer
-    from tests.conftest import tiny_config
+    from tests.helpers.tiny import tiny_config
 
     root = tmp_path_factory.mktemp("held-out")
     return Trainer(tiny_config(root, "train.max_steps=1", "train.run_name=h")).train().run_dir

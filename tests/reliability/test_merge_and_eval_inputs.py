@@ -17,9 +17,9 @@ import transformers
 from searchgrpo.policy.tiny import ensure_tiny_model
 from searchgrpo.train.checkpoints import list_checkpoints
 from searchgrpo.train.trainer import Trainer
-from tests.conftest import tiny_config
-from tests.reliability.helpers import SETS, assert_one_error_line, cli_env, main_in_process, spawn
-from tests.waiting import CEILING_S, wait_until
+from tests.helpers.faults import assert_one_error_line, cli_env, main_in_process, spawn
+from tests.helpers.tiny import SETS, tiny_config
+from tests.helpers.waiting import CEILING_S, wait_until
 
 
 @pytest.fixture(scope="module")

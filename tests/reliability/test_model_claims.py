@@ -17,8 +17,8 @@ import transformers
 from searchgrpo.config import load_config
 from searchgrpo.policy.model import resolve_base
 from searchgrpo.policy.tiny import ensure_tiny_model
-from tests.conftest import TINY_OVERRIDES
-from tests.reliability.helpers import SETS, assert_one_error_line, main_in_process
+from tests.helpers.faults import assert_one_error_line, main_in_process
+from tests.helpers.tiny import SETS, TINY_OVERRIDES
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def weight_loads(monkeypatch):
 def checkpoint(tmp_path_factory) -> Path:
     from searchgrpo.train.checkpoints import list_checkpoints
     from searchgrpo.train.trainer import Trainer
-    from tests.conftest import tiny_config
+    from tests.helpers.tiny import tiny_config
 
     root = tmp_path_factory.mktemp("claims")
     return list_checkpoints(Trainer(tiny_config(root, "train.max_steps=1", "train.run_name=c")).train().run_dir)[0].path

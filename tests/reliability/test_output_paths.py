@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import transformers
 
-from tests.reliability.helpers import SETS, assert_one_error_line, main_in_process
+from tests.helpers.faults import assert_one_error_line, main_in_process
+from tests.helpers.tiny import SETS
 
 
 @pytest.fixture
@@ -120,7 +121,7 @@ def test_eval_replaces_its_own_report(tmp_path, capsys, monkeypatch):
 def checkpoint(tmp_path_factory):
     from searchgrpo.train.checkpoints import list_checkpoints
     from searchgrpo.train.trainer import Trainer
-    from tests.conftest import tiny_config
+    from tests.helpers.tiny import tiny_config
 
     root = tmp_path_factory.mktemp("output-paths")
     summary = Trainer(tiny_config(root, "train.max_steps=1", "train.run_name=o")).train()

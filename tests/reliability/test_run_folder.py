@@ -17,15 +17,9 @@ import pytest
 
 import searchgrpo.train.trainer as trainer_module
 from searchgrpo.train.checkpoints import list_checkpoints
-from tests.reliability.helpers import (
-    SETS,
-    assert_checkpoint_loads,
-    assert_one_error_line,
-    main_in_process,
-    spawn,
-    tiny_world,
-)
-from tests.waiting import wait_until
+from tests.helpers.faults import assert_checkpoint_loads, assert_one_error_line, main_in_process, spawn, tiny_world
+from tests.helpers.tiny import SETS
+from tests.helpers.waiting import wait_until
 
 
 def train_args(*extra: str) -> list[str]:

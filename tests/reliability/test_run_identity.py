@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.reliability.helpers import ROOT, SETS, assert_one_error_line, main_in_process
+from tests.helpers import ROOT
+from tests.helpers.faults import assert_one_error_line, main_in_process
+from tests.helpers.tiny import SETS
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -79,7 +81,7 @@ def test_a_run_name_that_is_not_a_folder_name_is_refused(name, checkout, capsys,
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory) -> Path:
     from searchgrpo.train.trainer import Trainer
-    from tests.conftest import tiny_config
+    from tests.helpers.tiny import tiny_config
 
     root = tmp_path_factory.mktemp("identity")
     return Trainer(tiny_config(root, "train.max_steps=1", "train.run_name=r")).train().run_dir

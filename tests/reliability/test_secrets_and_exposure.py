@@ -18,14 +18,9 @@ from pathlib import Path
 import pytest
 
 from searchgrpo.agents.chat_client import ChatClient, RequestInvalid, ServerUnavailable
-from tests.reliability.helpers import (
-    SETS,
-    FaultServer,
-    assert_one_error_line,
-    cli_env,
-    main_in_process,
-)
-from tests.waiting import CEILING_S, wait_until
+from tests.helpers.faults import FaultServer, assert_one_error_line, cli_env, main_in_process
+from tests.helpers.tiny import SETS
+from tests.helpers.waiting import CEILING_S, wait_until
 
 KEY_ENV = "SEARCHGRPO_CHECKER_API_KEY"
 

@@ -23,8 +23,8 @@ from searchgrpo.agents.verdict_cache import VerdictCache
 from searchgrpo.data.labels import Label
 from searchgrpo.events import StepFinished
 from searchgrpo.train.trainer import Trainer
-from tests.conftest import tiny_config
-from tests.reliability.helpers import SETS, FaultServer, assert_one_error_line, main_in_process
+from tests.helpers.faults import FaultServer, assert_one_error_line, main_in_process
+from tests.helpers.tiny import SETS, tiny_config
 
 REQUESTS = [
     CheckRequest("q1", "Who founded Mendho Pharma?", ("find the founder",), f"d{i}", f"Doc {i}", "text " * 20)

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from searchgrpo.train.checkpoints import latest_checkpoint
-from tests.reliability.helpers import SETS, assert_checkpoint_loads, cli_env, spawn
-from tests.waiting import CEILING_S, wait_until
+from tests.helpers.faults import assert_checkpoint_loads, cli_env, spawn
+from tests.helpers.tiny import SETS
+from tests.helpers.waiting import CEILING_S, wait_until
 
 LEAVE_ALT_SCREEN = "\x1b[?1049l"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from tests.conftest import TINY_OVERRIDES
-from tests.reliability.helpers import FaultServer
-from tests.reliability.soak_run import soak
+from tests.helpers.faults import FaultServer
+from tests.helpers.soak_run import soak
+from tests.helpers.tiny import TINY_OVERRIDES
 
 RSS_BOUND_MB = 32.0
 """Growth allowed after warm-up over ~25 steps (the hour-long soak's bound is 64 MB)."""

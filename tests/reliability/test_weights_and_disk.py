@@ -21,8 +21,9 @@ import pytest
 
 import searchgrpo.train.step_runner as runner_module
 from searchgrpo.train.checkpoints import list_checkpoints
-from tests.reliability.helpers import SETS, assert_checkpoint_loads, assert_one_error_line, cli_env, main_in_process
-from tests.waiting import CEILING_S
+from tests.helpers.faults import assert_checkpoint_loads, assert_one_error_line, cli_env, main_in_process
+from tests.helpers.tiny import SETS
+from tests.helpers.waiting import CEILING_S
 
 
 def test_non_finite_adapter_weights_are_never_saved(tmp_path, capsys, monkeypatch):

@@ -32,6 +32,7 @@ from searchgrpo.evaluate.audit_report import (
 from tui.backend import AuditRequest
 from tui.format import bar, plain, printable
 from tui.screens.job_pane import JobPane
+from tui.widgets.steady_bar import SteadyProgressBar
 
 TABLES = (
     ("audit-headline", "agreement with gold (95% CI over questions)", ["figure", "value"]),
@@ -62,7 +63,7 @@ class AuditPane(JobPane):
             with Vertical(classes="run-area"):
                 yield Button(self.LABEL, id=self.BUTTON, variant="primary")
                 yield Static(id="audit-status")
-                yield ProgressBar(total=1, show_eta=False, id="audit-progress")
+                yield SteadyProgressBar(total=1, show_eta=False, id="audit-progress")
         with VerticalScroll(id="audit-results", classes="results"):
             yield Static("Run the audit to see how the checker agrees with gold.", id="audit-report-title")
 

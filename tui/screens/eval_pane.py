@@ -32,6 +32,7 @@ from searchgrpo.evaluate.report import (
 from tui.backend import EvalRequest
 from tui.format import bar, plain, printable
 from tui.screens.job_pane import JobPane
+from tui.widgets.steady_bar import SteadyProgressBar
 
 BASELINE = "baseline"
 
@@ -57,7 +58,7 @@ class EvalPane(JobPane):
             with Vertical(classes="run-area"):
                 yield Button(self.LABEL, id=self.BUTTON, variant="primary")
                 yield Static(id="eval-status")
-                yield ProgressBar(total=1, show_eta=False, id="eval-progress")
+                yield SteadyProgressBar(total=1, show_eta=False, id="eval-progress")
         with VerticalScroll(id="eval-results", classes="results"):
             yield Static("Run eval to compare policies.", id="eval-report-title")
             yield DataTable(id="eval-aggregate", cursor_type="row", zebra_stripes=True)

@@ -5,15 +5,14 @@ judge drift, says so here)."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import ProgressBar, Static
-from textual.widgets._progress_bar import Bar
 
 from tui.format import STATUS_STYLE, fmt_duration, printable
 from tui.model import RunModel
+from tui.widgets.steady_bar import SteadyProgressBar
 
 SOURCE_TAG = {"live": "LIVE", "attach": "ATTACHED (read-only)", "replay": "REPLAY (read-only)"}
 
@@ -30,16 +29,9 @@ class RunStatus(Widget):
         with Horizontal(id="run-line"):
             yield Static(id="run-badge")
             yield Static(id="run-text")
-            yield ProgressBar(total=1, show_eta=False, id="run-progress")
+            yield SteadyProgressBar(total=1, show_eta=False, id="run-progress")
         yield Static(id="run-hint")
         yield Static(id="run-error")
-
-    def on_resize(self, _: events.Resize) -> None:
-        # Textual's Bar rounds its percentage to its own width when the percentage is set; one set
-        # before the bar's first layout (width 0) stays unrounded and draws half a cell more. Set it
-        # again once there is a width, so the bar is the same whenever the first steps arrived.
-        bar = self.query_one("#run-progress", ProgressBar)
-        bar.query_one(Bar).percentage = bar.percentage
 
     def update_from(self, run: RunModel) -> None:
         if (run.version, run.stalled_s) == self._drawn:
