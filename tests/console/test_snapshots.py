@@ -224,6 +224,7 @@ def test_eval_pane_at_each_size(cfg, snap_compare, size, view):
             await until(
                 pilot, lambda: pilot.app.query_one("#eval-results").has_class("-has-report"), "the report shown"
             )
+            await settle(pilot)  # the report can show before the pane has handled its job's end (the Run button)
         narrow_report = size[0] < 110 and view == "report"  # the form is hidden: focus what shows
         pilot.app.query_one("#eval-results" if narrow_report else "#eval-policies").focus()
         await pilot.pause()
