@@ -93,18 +93,19 @@ def additive(judge: BaseJudge) -> Callable[[torch.Tensor], torch.Tensor]:
     return mask
 
 
+def prompt_ids(judge: BaseJudge, group: list[CheckRequest]) -> list[list[int]]:
+    """Each request's whole judge prompt, tokenized as the judge tokenizes it."""
+    return [encode(judge.tokenizer, judge_prompt_text(judge.tokenizer, r, judge.max_doc_chars)) for r in group]
+
+
 def plain(judge: BaseJudge, groups: list[list[CheckRequest]]) -> torch.Tensor:
-    out = []
-    for g in groups:
-        fulls = [encode(judge.tokenizer, judge_prompt_text(judge.tokenizer, r, judge.max_doc_chars)) for r in g]
-        out.append(judge._plain(fulls))
-    return torch.cat(out)
+    return torch.cat([judge._plain(prompt_ids(judge, g)) for g in groups])
 
 
 @torch.no_grad()
 def causal_floor(judge: BaseJudge, groups: list[list[CheckRequest]]) -> None:
     for g in groups:
-        fulls = [encode(judge.tokenizer, judge_prompt_text(judge.tokenizer, r, judge.max_doc_chars)) for r in g]
+        fulls = prompt_ids(judge, g)
         for start in range(0, len(fulls), judge.batch_size):
             chunk = fulls[start : start + judge.batch_size]
             width = max(map(len, chunk))
@@ -125,10 +126,7 @@ def kernel_table(prof: Any, device: torch.device, rows: int = 30) -> str:
 
 def experiment(judge: BaseJudge, groups: list[list[CheckRequest]], repeats: int) -> dict[str, Any]:
     device = judge.device
-    shapes = []
-    for g in groups:
-        texts = [judge_prompt_text(judge.tokenizer, r, judge.max_doc_chars) for r in g]
-        shapes.append({"documents": len(g), "prompt_tokens": [len(encode(judge.tokenizer, t)) for t in texts]})
+    shapes = [{"documents": len(g), "prompt_tokens": [len(ids) for ids in prompt_ids(judge, g)]} for g in groups]
     out: dict[str, Any] = {"states": len(groups), "documents": sum(map(len, groups)), "shapes": shapes}
     if device.type == "cuda":
         out["memory_before"] = {

@@ -250,10 +250,12 @@ class BaseJudge(CheckerDefaults):
         requests share one state (question and sub-goals)."""
         texts = [judge_prompt_text(self.tokenizer, r, self.max_doc_chars) for r in requests]
         fulls = [encode(self.tokenizer, t) for t in texts]
-        prefix = encode(self.tokenizer, shared_text(texts[0], requests[0], self.max_doc_chars)) or fulls[0]
-        shared = min(min(common_prefix_length(prefix, f), len(f) - 1) for f in fulls)
         with judge_attention(self.device):
-            if not self.packed or shared < 1:
+            if not self.packed:
+                return self._plain(fulls)
+            prefix = encode(self.tokenizer, shared_text(texts[0], requests[0], self.max_doc_chars)) or fulls[0]
+            shared = min(min(common_prefix_length(prefix, f), len(f) - 1) for f in fulls)
+            if shared < 1:
                 return self._plain(fulls)
             return self._packed(fulls[0][:shared], [f[shared:] for f in fulls])
 
