@@ -17,7 +17,7 @@ STAMP := $(VENV)/.searchgrpo-installed
 # The full suite on every core (pytest-xdist); a test file stays on one worker, so its module-scoped
 # fixtures are built once. `make test WORKERS=1` runs it in one process.
 WORKERS ?= auto
-PYTEST_FULL = $(PY) -m pytest -q -n $(WORKERS) --dist loadfile
+PYTEST_FULL = $(PY) -m pytest -q -n $(WORKERS) --dist loadfile --durations=25
 RUNS ?= 1
 
 .PHONY: setup demo test test-fast test-stress check lint typecheck clean

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from rich.console import Console
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 from textual.worker import WorkerFailed
 
 from searchgrpo.config import load_config
@@ -77,6 +77,33 @@ async def show_tab(pilot, key: str) -> None:
     await until(
         pilot, lambda: app.focused is target, f"tab {key} with its first widget focused", again=press_if_not_shown
     )
+
+
+def _nothing_pending(app) -> bool:
+    """No message waits in the app, its screen or any widget, no callback waits for a refresh, and
+    no table has rows still to lay out. Private Textual state, read because a Pilot pause cannot
+    tell: it judges the app idle by its CPU time, and a process that other processes starve of
+    the CPU uses little CPU time while its work is still queued (a merge table drawn empty)."""
+    pumps = [app, app.screen, *app.screen.walk_children()]
+    if any(pump._message_queue.qsize() or pump._next_callbacks for pump in pumps):
+        return False
+    return not any(table._require_update_dimensions or table._updated_cells for table in app.screen.query(DataTable))
+
+
+async def quiet(pilot) -> None:
+    """Wait until the screen is finished: nothing pending (`_nothing_pending`) and two renders in a
+    row the same. Every snapshot waits for this before it is taken (tests/console/conftest.py)."""
+    app = pilot.app
+    last: list[str] = [""]
+
+    def finished() -> bool:
+        if not _nothing_pending(app):
+            last[0] = ""
+            return False
+        shot, last[0] = last[0], app.export_screenshot()
+        return shot == last[0]
+
+    await until(pilot, finished, "a screen with nothing left to draw")
 
 
 async def settle(pilot) -> None:
