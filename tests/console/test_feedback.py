@@ -11,7 +11,7 @@ from pathlib import Path
 from textual.widgets import Input
 
 from searchgrpo.events import event_to_dict
-from tests.console.test_keys import BROWSE, CONTROLS, press_all
+from tests.console.test_every_key import BROWSE, CONTROLS, press_all
 from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab, text_of
 from tests.helpers.scripted import ScriptedBackend
 from tests.helpers.scripted_events import run_started, scripted_run, step_events
