@@ -91,9 +91,17 @@ def _nothing_pending(app) -> bool:
 
 
 async def quiet(pilot) -> None:
-    """Wait until the screen is finished: nothing pending (`_nothing_pending`) and two renders in a
-    row the same. Every snapshot waits for this before it is taken (tests/console/conftest.py)."""
+    """Lay every widget out again, then wait until the screen is finished: nothing pending
+    (`_nothing_pending`) and two renders in a row the same. Every snapshot waits for this before it
+    is taken (tests/console/conftest.py).
+
+    The new layout is there because a starved process can also leave a stale one with nothing
+    pending: the eval report's tables, shown by a class and filled in the same handler, held their
+    rows (virtual height 7) in a layout of height 0, and stayed so (2 times in 14 beside two
+    busy loops). Any later layout (a key, a resize) draws them; the snapshot asks for one."""
     app = pilot.app
+    for widget in (app.screen, *app.screen.walk_children()):
+        widget.refresh(layout=True)
     last: list[str] = [""]
 
     def finished() -> bool:
