@@ -106,6 +106,33 @@ def test_a_bridge_clue_earns_more_than_a_dead_end():
     assert not group.same_finds and group.usefulness("finds") == 0  # dynamic sampling judges returns
 
 
+def test_a_find_the_continuation_would_make_a_round_later_earns_only_one_minus_gamma_of_it():
+    """Why episode credit can pay little for an extra clue: the town's page found now by a second
+    clue is found one round later by the branch without it, so the second clue's return over the
+    first-clue-only set is (1 - gamma) of the find (less its document's cost), where round credit
+    pays all of it. Hand-computed: the find pays 1.0 and its document costs 0.02."""
+    env = world()
+    group = group_of(env, round3_state(), [["harbour registry", "Corran harbour town"], ["harbour registry"]])
+    now, later = group.results
+    assert [d.docid for d in now.docs] == ["r", "b"] and [d.docid for d in later.docs] == ["r"]
+    assert now.reward.total - later.reward.total == pytest.approx(1.0 - 0.02)  # round credit's margin
+    gamma = 0.8
+    (returns,) = branch_returns(
+        [group],
+        env=env,
+        executor=StateExecutor(),
+        planner=RulePlanner(6),
+        entity_manager=RuleEntityManager(),
+        horizon=2,
+        gamma=gamma,
+    )
+    # The first branch's later rounds find nothing new (its town search finds the discovered page);
+    # the second's round 4 finds the town: 0.8 x (1 - 0.02).
+    assert returns[0].continuation == 0.0
+    assert returns[1].continuation == pytest.approx(gamma * 0.98)
+    assert returns[0].total - returns[1].total == pytest.approx((1 - gamma) * 0.98)
+
+
 def test_a_branch_is_the_episode_the_round_would_have_made():
     """A sampled clue set's branch is the state after its round as the multi-agent loop would have
     left it, made from the environment's results with no search or checker call."""
