@@ -272,7 +272,9 @@ class GRPOConfig:
     """Episode credit: discount per round after the sampled one (round t + j's value counts
     gamma^j). 0.8: evidence found now is worth more than the same evidence a round later, so a clue
     set is not paid for what the continuation would have found anyway, while a bridge's payoff two
-    rounds later still counts 0.64."""
+    rounds later still counts 0.64. The other side: a clue whose find the continuation would make a
+    round later earns only (1 - gamma) of it (0.2 at 0.8) against its documents' full cost, so a
+    high gamma favours fewer clues (docs/efficacy.md, "Why episode credit may lean to two clues")."""
 
 
 @dataclass(frozen=True)
