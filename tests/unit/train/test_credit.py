@@ -70,6 +70,20 @@ def group_of(env, state, clue_sets, index=0):
     return ScoredGroup((0, index), state, [], [], results, zero_std=len({r.reward.total for r in results}) == 1)
 
 
+def returns_of(group, env, executor=None, gamma=0.8):
+    """The group's branch returns, played on by the rule Planner and EntityManager for 2 rounds."""
+    (returns,) = branch_returns(
+        [group],
+        env=env,
+        executor=executor or StateExecutor(),
+        planner=RulePlanner(6),
+        entity_manager=RuleEntityManager(),
+        horizon=2,
+        gamma=gamma,
+    )
+    return returns
+
+
 def test_a_bridge_clue_earns_more_than_a_dead_end():
     """The goal test: the bridge clue set finds nothing the reward pays for (an IRRELEVANT registry),
     exactly as the dead end does (an IRRELEVANT page about zebras), so round credit cannot tell them
@@ -81,15 +95,7 @@ def test_a_bridge_clue_earns_more_than_a_dead_end():
     assert bridge.reward.total == dead_end.reward.total == pytest.approx(-0.02)
     assert group.zero_std  # round credit: no signal at all
     executor = StateExecutor()
-    (returns,) = branch_returns(
-        [group],
-        env=env,
-        executor=executor,
-        planner=RulePlanner(6),
-        entity_manager=RuleEntityManager(),
-        horizon=2,
-        gamma=0.8,
-    )
+    returns = returns_of(group, env, executor)
     # Bridge: round 4 searches the town and finds Corran (new IMPORTANT, 1 document checked): 0.8 x
     # (1 - 0.02); round 5 EXTRACTs (nothing to pay). Dead end: round 4 finds only the zebra page
     # again (discovered: nothing checked), round 5 the same.
@@ -117,15 +123,7 @@ def test_a_find_the_continuation_would_make_a_round_later_earns_only_one_minus_g
     assert [d.docid for d in now.docs] == ["r", "b"] and [d.docid for d in later.docs] == ["r"]
     assert now.reward.total - later.reward.total == pytest.approx(1.0 - 0.02)  # round credit's margin
     gamma = 0.8
-    (returns,) = branch_returns(
-        [group],
-        env=env,
-        executor=StateExecutor(),
-        planner=RulePlanner(6),
-        entity_manager=RuleEntityManager(),
-        horizon=2,
-        gamma=gamma,
-    )
+    returns = returns_of(group, env, gamma=gamma)
     # The first branch's later rounds find nothing new (its town search finds the discovered page);
     # the second's round 4 finds the town: 0.8 x (1 - 0.02).
     assert returns[0].continuation == 0.0
@@ -253,15 +251,7 @@ def test_the_batch_is_chosen_on_returns():
     flat = group_of(env, state, [["harbour registry"], ["zebras zinc"]], 0)
     flags = {flat.key: flat.usefulness("reward")}
     assert flags == {(0, 0): 2}
-    (returns,) = branch_returns(
-        [flat],
-        env=env,
-        executor=StateExecutor(),
-        planner=RulePlanner(6),
-        entity_manager=RuleEntityManager(),
-        horizon=2,
-        gamma=0.8,
-    )
+    returns = returns_of(flat, env)
     flat.set_credit(returns)
     other = group_of(env, state, [["zebras zinc"], ["Yarrow white flowers"]], 1)
     assert choose_batch({flat.key: flat.usefulness("reward"), other.key: other.usefulness("reward")}, 1) == {flat.key}
