@@ -10,10 +10,16 @@ from pathlib import Path
 from searchgrpo.config import Config, load_config
 from tests.helpers import ROOT
 
-TINY_OVERRIDES = (
+TINY_MODEL = (
     "model.base=tiny",
     "model.device=cpu",  # the same numbers on a GPU host; CUDA paths have tests of their own
     "model.dtype=float32",  # and on a CPU where `auto` means bfloat16 (AMX, AVX512-BF16)
+)
+"""The tiny random model in float32 on the CPU, whatever the machine: the overrides every test that
+loads it starts from (exact-equality tests fail in bfloat16)."""
+
+TINY_OVERRIDES = (
+    *TINY_MODEL,
     "data.demo.questions=24",
     "data.demo.distractors=40",
     "grpo.num_generations=3",

@@ -12,10 +12,11 @@ from searchgrpo.policy.logprobs import (
 from searchgrpo.policy.model import load_policy
 from searchgrpo.policy.replayed_decoders import DecodeShortcuts, FusedDecoder, StaticDecoder
 from searchgrpo.policy.sampling import draw, generate, left_pad, next_tokens
+from tests.helpers.tiny import TINY_MODEL
 
 
 def _policy(*overrides):
-    p = load_policy(load_config(None, ["model.base=tiny", "model.device=cpu", *overrides]))
+    p = load_policy(load_config(None, [*TINY_MODEL, *overrides]))
     with torch.no_grad():  # a non-zero adapter, so that gradients reach both LoRA matrices
         for name, param in p.model.named_parameters():
             if "lora_B" in name:

@@ -16,6 +16,7 @@ from searchgrpo.retrieval.search import BM25Search
 from searchgrpo.train.episode_credit import branch_returns, credit_metrics
 from searchgrpo.train.returns import LaterRound, branch_return, ranking_change
 from searchgrpo.train.rollouts import ScoredGroup, choose_batch
+from tests.helpers.tiny import TINY_MODEL
 
 DOCS = [
     Document("a", "Alder Vane", "Alder Vane is a painter born in Corran."),
@@ -265,7 +266,7 @@ def test_branches_at_the_same_state_are_generated_once():
     from searchgrpo.policy.executor import PolicyExecutor
     from searchgrpo.policy.model import load_policy
 
-    cfg = load_config(None, ["model.base=tiny", "model.device=cpu", "grpo.max_new_tokens=8"])
+    cfg = load_config(None, [*TINY_MODEL, "grpo.max_new_tokens=8"])
     policy = load_policy(cfg)
     state = round3_state().before
     other = RoundState(round=2, sub_goals=("find Zeta",))
