@@ -17,7 +17,9 @@ and the PNG beside it (`--clock cpu`: `<out>_cpu.png`, against CPU time; the top
 the evaluations' held-out reward, `eval/reward_mean`), and prints when reward and recall first
 stood visibly above their start: the moving mean of reward above the mean of the first --window
 steps by more than twice its spread (the steps' standard deviation over the first window divided
-by sqrt(window)), and an evaluation's headline recall above the first evaluation's.
+by sqrt(window)), and an evaluation's headline recall above the first evaluation's by more than
+one held-out state's share (1 / `eval/states`: 0.031 over 32 states), so that one state's change is
+not a gain.
 """
 
 from __future__ import annotations
@@ -72,10 +74,14 @@ def first_visible_gain(result: dict[str, Any], window: int) -> dict[str, Any]:
     if key and evals:
         start_recall = evals[0].get(key)
         out["recall_start"] = start_recall
-        for e in evals[1:]:
-            if start_recall is not None and e.get(key) is not None and e[key] > start_recall:
-                out["recall"] = {k: e[k] for k in ("step", "wall_s", "cpu_s", key)}
-                break
+        if start_recall is not None:
+            # One held-out state's whole recall moves the mean by 1/states: a gain must be larger.
+            threshold = start_recall + 1.0 / max(evals[0].get("eval/states") or 1.0, 1.0)
+            out["recall_threshold"] = threshold
+            for e in evals[1:]:
+                if e.get(key) is not None and e[key] > threshold:
+                    out["recall"] = {k: e[k] for k in ("step", "wall_s", "cpu_s", key)}
+                    break
     return out
 
 
