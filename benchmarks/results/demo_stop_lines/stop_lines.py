@@ -9,6 +9,7 @@ same tokens as stopping there, since each token depends only on those before it.
 """
 
 import dataclasses
+import importlib
 import os
 import runpy
 import sys
@@ -49,6 +50,6 @@ def generate(model, tokenizer, *args, **kwargs):
 
 
 for name in CALLERS:
-    __import__(name, fromlist=["generate"]).generate = generate
+    importlib.import_module(name).generate = generate
 sys.argv = [str(ROOT / "benchmarks" / "demo_curve.py"), *sys.argv[1:]]
 runpy.run_path(sys.argv[0], run_name="__main__")
