@@ -76,7 +76,7 @@ def first_visible_gain(result: dict[str, Any], window: int) -> dict[str, Any]:
         out["recall_start"] = start_recall
         if start_recall is not None:
             # One held-out state's whole recall moves the mean by 1/states: a gain must be larger.
-            threshold = start_recall + 1.0 / max(evals[0].get("eval/states") or 1.0, 1.0)
+            threshold = start_recall + 1.0 / (evals[0].get("eval/states") or 1)
             out["recall_threshold"] = threshold
             for e in evals[1:]:
                 if e.get(key) is not None and e[key] > threshold:
