@@ -7,6 +7,7 @@ Linux only (it reads /proc)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import time
@@ -34,6 +35,20 @@ def threads() -> int:
         if line.startswith("Threads:"):
             return int(line.split()[1])
     return 0
+
+
+def thread_ids() -> set[int]:
+    """The kernel ids of this process's live threads, Python's and native ones alike."""
+    return {int(tid) for tid in os.listdir("/proc/self/task")}
+
+
+def thread_names(ids: set[int]) -> list[str]:
+    """`id name` of each thread in `ids` still alive (its kernel name, /proc/self/task/<id>/comm)."""
+    names = []
+    for tid in sorted(ids):
+        with contextlib.suppress(OSError):  # ended since
+            names.append(f"{tid} {Path(f'/proc/self/task/{tid}/comm').read_text().strip()}")
+    return names
 
 
 def _slope_per_1k(points: list[tuple[int, float]]) -> float:
@@ -77,9 +92,11 @@ def soak(
     fds_before = open_fds()
     control = TrainerControl()
     samples: list[dict[str, float]] = []
+    sampled_thread_ids: list[set[int]] = []  # beside each sample: which threads were alive
     start = time.monotonic()
 
     def sample(step: int) -> None:
+        sampled_thread_ids.append(thread_ids())
         samples.append(
             {
                 "step": step,
@@ -160,7 +177,16 @@ def soak(
             "max_after_warmup": max(fd_values),
             "after_close": fds_after_close,
         },
-        "threads": {"after_warmup": steady[0]["threads"], "end": samples[-1]["threads"]},
+        "threads": {
+            "after_warmup": steady[0]["threads"],
+            "end": samples[-1]["threads"],
+            # Counts alone mislead: a thread an earlier test left behind (a tracker's abandoned
+            # request) may end during the run and hide a new one. A leak is a thread started
+            # after warm-up and still alive at the end.
+            "started_after_warmup_alive_at_end": thread_names(
+                sampled_thread_ids[-1] - sampled_thread_ids[len(samples) - len(steady)]
+            ),
+        },
         "search_cache": search_cache,
         **(
             {

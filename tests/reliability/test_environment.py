@@ -203,6 +203,11 @@ def test_a_tracker_whose_server_does_not_answer_is_cut_off(tmp_path, capsys, mon
     pytest.importorskip("mlflow")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{closed_port()}")
+    # MLflow's own retries sleep 0, 2 and 4 s (at least 6 s, past the 2 s deadline on any
+    # machine) and then end, so the abandoned call's thread ends soon after the test; its
+    # defaults retry for minutes, into later tests (the conftest waits for it either way).
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
     code, out = main_in_process(
         [
             "train",
