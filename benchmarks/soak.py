@@ -16,7 +16,9 @@ if a bound is broken:
 - RSS growth after warm-up (the first `--warmup` fraction of the run) below `--rss-bound-mb`;
 - the fitted RSS slope below `--slope-bound-mb` per 1000 steps (a slow leak shows here first;
   judged when at least 1000 steps follow the warm-up);
-- the descriptor count constant after warm-up, and back at its starting value once closed;
+- no descriptor opened after warm-up still open at the end (compared by number and target, so
+  another thread of the process closing its own cannot hide or fake a leak), and the count back
+  at its starting value once closed;
 - on a GPU, the CUDA memory allocated after warm-up (torch.cuda.memory_allocated) grows by less
   than `--gpu-bound-mb`.
 

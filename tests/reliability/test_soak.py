@@ -18,7 +18,7 @@ RSS_BOUND_MB = 32.0
 
 
 def check(report: dict) -> None:
-    assert report["passed"]["fds_constant"], report["fds"]
+    assert report["passed"]["fds_no_leak"], report["fds"]
     assert report["passed"]["fds_released"], report["fds"]
     assert report["passed"]["rss_growth"], report["rss_mb"]
     assert not report["threads"]["started_after_warmup_alive_at_end"], report["threads"]
