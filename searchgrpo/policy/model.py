@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import importlib.util
 import json
@@ -135,14 +136,18 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
     if (target / "config.json").is_file():
         return target
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
         with atomic_dir(target, overwrite=False) as tmp:
             tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
             loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-            # A model loaded from GGUF cannot save_pretrained as it is: copy into a fresh one.
-            config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            # A model loaded from GGUF cannot save_pretrained as it is (its quantization_config
+            # marks it as GGUF-quantised): copy into a fresh one, made from its config without
+            # that mark rather than from another read of the file (each read parses the whole
+            # vocabulary, seconds for SmolLM2).
+            config = copy.deepcopy(loaded.config)
+            del config.quantization_config
             fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
             fresh.load_state_dict(loaded.state_dict())
             fresh.generation_config = loaded.generation_config
