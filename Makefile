@@ -4,6 +4,8 @@
 #               `searchgrpo train --headless --config configs/demo.yaml`
 #   make test   set up, then run the test suite (the full tier: what CI runs)
 #   make test-fast   the unit tier only (tests/unit/ and the doctests: no training): about a minute
+#   make test-profile the full suite as make test runs it, recording each test's CPU time (its
+#               subprocesses' included) under runs/suite-cpu-<time>/, then where the CPU went
 #   make test-stress the full suite (the same command as make test) beside two CPU-bound processes,
 #               RUNS times in a row (make test-stress RUNS=3): the suite must not depend on the
 #               machine's speed (docs/testing.md)
@@ -20,7 +22,7 @@ WORKERS ?= auto
 PYTEST_FULL = $(PY) -m pytest -q -n $(WORKERS) --dist loadfile --durations=25
 RUNS ?= 1
 
-.PHONY: setup demo test test-fast test-stress check lint typecheck clean
+.PHONY: setup demo test test-fast test-profile test-stress check lint typecheck clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -40,6 +42,11 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
+
+test-profile: setup
+	@dir=runs/suite-cpu-$$(date +%Y%m%d-%H%M%S); \
+	$(PYTEST_FULL) -p tests.helpers.cpu_profile --cpu-profile $$dir; code=$$?; \
+	$(PY) -m tests.helpers.cpu_profile $$dir; exit $$code
 
 # Two busy loops beside the suite, killed when the recipe's shell exits (a failure included).
 test-stress: setup

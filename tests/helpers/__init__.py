@@ -9,6 +9,7 @@ fixtures and hooks).
 - `console`: apps over a scripted backend and waiting for them; `scripted_events` and `scripted`:
   deterministic event streams, and the scripted runner and backend that play them.
 - `prompt_reference`: the Executor's prompt as the code wrote it before templates, frozen.
+- `cpu_profile`: a pytest plugin recording each test's CPU time (`make test-profile`).
 """
 
 from pathlib import Path
