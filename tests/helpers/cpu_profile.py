@@ -7,7 +7,7 @@ for (`RUSAGE_CHILDREN`: a training CLI, torchrun and its workers), beside its wa
     python -m tests.helpers.cpu_profile runs/suite-cpu [--top 25] [--json out.json]
 
 Each process (every xdist worker) appends one JSON line per test to `<dir>/cpu-<pid>.jsonl`:
-`{"test", "self_cpu_s", "children_cpu_s", "wall_s"}`. Wall time beyond CPU time is waiting (a
+`{"test", "file", "self_cpu_s", "children_cpu_s", "wall_s"}`. Wall time beyond CPU time is waiting (a
 sleep, a server's reply, a subprocess not yet reaped); a subprocess killed and never waited for
 is not counted. The summary gives the totals (CPU in the pytest processes, in the subprocesses
 they waited for, the wall time the tests spent waiting), the files by CPU and the single tests by
@@ -62,6 +62,7 @@ class CpuRecorder:
         own_after, children_after = cpu_seconds()
         row = {
             "test": item.nodeid,
+            "file": item.location[0],
             "self_cpu_s": round(own_after - own, 3),
             "children_cpu_s": round(children_after - children, 3),
             "wall_s": round(time.monotonic() - start, 3),
@@ -83,7 +84,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Totals, and per file: tests, CPU in the pytest process, in its subprocesses, wall."""
     files: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for row in rows:
-        f = files[row["test"].split("::")[0]]
+        f = files[row["file"]]
         f["tests"] += 1
         f["self_cpu_s"] += row["self_cpu_s"]
         f["children_cpu_s"] += row["children_cpu_s"]

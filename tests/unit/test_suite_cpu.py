@@ -44,7 +44,8 @@ def test_the_plugin_records_each_tests_own_and_subprocess_cpu(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     (path,) = profile.glob("cpu-*.jsonl")
-    rows = {r["test"].split("::")[1]: r for r in map(json.loads, path.read_text().splitlines())}
+    rows = {r["test"].rpartition(":")[2]: r for r in map(json.loads, path.read_text().splitlines())}
+    assert {r["file"] for r in rows.values()} == {"test_busy.py"}
     assert set(rows) == {"test_in_process", "test_in_a_subprocess", "test_waiting_in_another_folder"}
     # CPU time is counted as it was spent, whatever the machine's speed: at least what each burnt.
     assert rows["test_in_process"]["self_cpu_s"] >= 0.3 and rows["test_in_process"]["children_cpu_s"] == 0
@@ -55,9 +56,9 @@ def test_the_plugin_records_each_tests_own_and_subprocess_cpu(tmp_path):
 
 def test_the_summary_adds_up_by_file_and_counts_waiting(tmp_path, capsys):
     rows = [
-        {"test": "a.py::t1", "self_cpu_s": 2.0, "children_cpu_s": 0.0, "wall_s": 3.0},
-        {"test": "a.py::t2", "self_cpu_s": 1.0, "children_cpu_s": 4.0, "wall_s": 4.5},
-        {"test": "b.py::t", "self_cpu_s": 0.5, "children_cpu_s": 0.0, "wall_s": 0.5},
+        {"test": "a.py::t1", "file": "a.py", "self_cpu_s": 2.0, "children_cpu_s": 0.0, "wall_s": 3.0},
+        {"test": "a.py::t2", "file": "a.py", "self_cpu_s": 1.0, "children_cpu_s": 4.0, "wall_s": 4.5},
+        {"test": "b.py::t", "file": "b.py", "self_cpu_s": 0.5, "children_cpu_s": 0.0, "wall_s": 0.5},
     ]
     s = summarise(rows)
     assert (s["tests"], s["self_cpu_s"], s["children_cpu_s"], s["cpu_s"], s["wall_s"]) == (3, 3.5, 4.0, 7.5, 8.0)
