@@ -159,6 +159,10 @@ def open_trackers(train: TrainConfig, run_dir: Path, notify: EventSink) -> list[
     return [TrackerSink(kinds[name](train, run_dir), notify, train.tracker_timeout_s) for name in train.report_to]
 
 
+TRACKER_THREAD_PREFIX = "tracker-"
+"""The name of each tracker call's daemon thread starts with this (then the tracker's name)."""
+
+
 class TrackerTimeout(Exception):
     """A tracker call did not return within its deadline (`train.tracker_timeout_s`)."""
 
@@ -192,7 +196,7 @@ class TrackerSink:
             finally:
                 done.set()
 
-        threading.Thread(target=run, name=f"tracker-{self.tracker.name}", daemon=True).start()
+        threading.Thread(target=run, name=f"{TRACKER_THREAD_PREFIX}{self.tracker.name}", daemon=True).start()
         if not done.wait(self.deadline_s):
             self._late = True
             raise TrackerTimeout(f"no answer within {self.deadline_s:g} s (train.tracker_timeout_s)")

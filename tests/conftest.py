@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from searchgrpo.config import Config
+from searchgrpo.trackers import TRACKER_THREAD_PREFIX
 from tests.helpers.tiny import tiny_config
 
 # One OpenMP thread per process (this one, set before torch is imported, and every subprocess a
@@ -43,7 +44,7 @@ def no_tracker_thread_outlives_its_test():
     wait for it here, where it started."""
     yield
     for thread in threading.enumerate():
-        if thread.name.startswith("tracker-"):
+        if thread.name.startswith(TRACKER_THREAD_PREFIX):
             thread.join(TRACKER_THREAD_CEILING_S)
             late = f"thread {thread.name} still running {TRACKER_THREAD_CEILING_S:g} s after its test"
             assert not thread.is_alive(), late

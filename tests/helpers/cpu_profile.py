@@ -108,8 +108,7 @@ def _cpu(record: dict[str, Any]) -> float:
     return record["self_cpu_s"] + record["children_cpu_s"]
 
 
-def _row(record: dict[str, Any]) -> str:
-    r = record
+def _row(r: dict[str, Any]) -> str:
     return f"{_cpu(r):7.1f} {r['self_cpu_s']:7.1f} {r['children_cpu_s']:7.1f} {r['wall_s']:7.1f}"
 
 

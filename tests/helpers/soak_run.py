@@ -26,10 +26,6 @@ def rss_mb() -> float:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd")) - 1  # less the descriptor listdir itself opens
-
-
 def open_fd_targets() -> dict[int, str]:
     """Each open descriptor and what it points at (a file's path, `socket:[inode]`, ...)."""
     targets = {}
@@ -39,11 +35,8 @@ def open_fd_targets() -> dict[int, str]:
     return targets
 
 
-def threads() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("Threads:"):
-            return int(line.split()[1])
-    return 0
+def open_fds() -> int:
+    return len(open_fd_targets())
 
 
 def thread_ids() -> set[int]:
@@ -117,8 +110,8 @@ def soak(
                 "step": step,
                 "elapsed_s": round(time.monotonic() - start, 2),
                 "rss_mb": round(rss_mb(), 2),
-                "fds": open_fds(),
-                "threads": threads(),
+                "fds": len(sampled_fds[-1]),
+                "threads": len(sampled_thread_ids[-1]),
                 **gpu_memory_mb(cuda),
             }
         )
