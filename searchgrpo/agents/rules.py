@@ -6,6 +6,9 @@ documented and deterministic rules, so that checkpoints can be made offline for 
 - Planner: SEARCH first; EXTRACT after a search that found new IMPORTANT documents; SEARCH again
   while some sub-goal is open; ANSWER when every sub-goal is done or at the round limit. A sub-goal
   counts as done once as many IMPORTANT documents are known as sub-goals up to and including it.
+  A question the data gives no sub-goals for is decomposed by `episodes.play.planned_sub_goals`: a
+  goal per entity it names, and for a comparison through a bridge ("which film's director was
+  born first, X or Y", `bridge_relation`) a further goal per side for the bridge (X's director).
 - Executor (the baseline policy that GRPO improves on): two or three keyword clues built from the
   question, the open goal and, only sometimes, the names the EntityManager has found. It stays
   weak on purpose: the names it leaves unused are the headroom a trained policy can take.
@@ -25,7 +28,7 @@ from typing import Any
 from searchgrpo.data.corpus import Document
 from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState
 
-RULES_VERSION = 3
+RULES_VERSION = 4
 """Changes whenever the rules do, so that cached collects made with older rules are not reused."""
 
 _WORD = r"(?:[A-Z]\.|[A-Z][\w'\-]*)"
@@ -127,6 +130,25 @@ def names_in(text: str) -> list[str]:
         if len(name) >= 3 and name not in out:
             out.append(name)
     return out
+
+
+_RELATION = r"(director|father|mother|composer|performer|spouse|wife|wives|husband|founder|creator|producer)s?"
+_BRIDGE = re.compile(rf"\b(?:the|whose|their|its)\s+{_RELATION}\b|\b{_RELATION}\s+of\b", re.IGNORECASE)
+_COMPARISON = re.compile(r"\b(?:or|both|same|share)\b", re.IGNORECASE)
+
+
+def bridge_relation(question: str) -> str | None:
+    """The relation a comparison asks about through a bridge, else None: "director" for "Which film
+    has the director born first, X or Y?" or "Do director of film X and director of film Y share
+    the same nationality?" (each side needs its film's page and then its director's), None for
+    "Which director had the longer career, X or Y?" (the two people's own pages answer it)."""
+    if not _COMPARISON.search(question):
+        return None
+    m = _BRIDGE.search(question)
+    if m is None:
+        return None
+    word = (m.group(1) or m.group(2)).lower()
+    return "wife" if word.startswith("wive") else word
 
 
 def keywords(text: str) -> str:

@@ -17,16 +17,19 @@ The agents are protocols: the rule-based ones of `searchgrpo.agents.rules`, the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from searchgrpo.agents.checker import CheckRequest, DocumentChecker, Verdict
-from searchgrpo.agents.rules import merge_documents, names_in, update_goals
+from searchgrpo.agents.rules import bridge_relation, merge_documents, names_in, update_goals
 from searchgrpo.data.corpus import Corpus, Document
 from searchgrpo.data.dataset import Dataset
 from searchgrpo.data.traces import DocumentRecord, Entity, Goal, RoundState, SearchState
 from searchgrpo.retrieval.clues import search_clues
+
+_PARENTHESIS = re.compile(r"\([^)]*\)")
 
 
 class Planner(Protocol):
@@ -133,10 +136,18 @@ class Episode:
 
 def planned_sub_goals(question: str) -> tuple[str, ...]:
     """The rule Planner's decomposition of a question the data gives none for: a goal per entity the
-    question names (two for a comparison), else the named entity and the one it leads to."""
-    names = names_in(question)
+    question names (two for a comparison) and, for a comparison through a bridge, a goal per side
+    for the bridge (the Planner then answers after four IMPORTANT documents, not two); else the
+    named entity and the one it leads to. A parenthesis ("X (1958 film)") names no entity."""
+    text = _PARENTHESIS.sub(" ", question)
+    names = names_in(text)
     if len(names) >= 2:
-        return tuple(f"find the document about {n}" for n in names[:2])
+        sides = names[:2]
+        goals = tuple(f"find the document about {n}" for n in sides)
+        relation = bridge_relation(text)
+        if relation:
+            goals += tuple(f"find the document about the {relation} of {n}" for n in sides)
+        return goals
     if names:
         return (f"find the document about {names[0]}", f"find the document about who or what {names[0]} leads to")
     return (

@@ -1,0 +1,114 @@
+"""What the rule Planner's decomposition lets an episode find: bridge goals on and off (issue #23).
+
+    python benchmarks/planner_goals.py      # 2Wiki split by gold count, and HotpotQA
+
+The rule Planner answers once every sub-goal is done, one IMPORTANT document per sub-goal, so a
+question's planned goals bound what its episode can find. This plays every question of each set
+to the end with the rule agents (rule Planner, Executor and EntityManager, the gold checker, BM25
+top `env.top_k`, at most 6 rounds), twice: with the Planner's goals as they are (a goal per named
+entity, plus a goal per side of a comparison through a bridge, `agents.rules.bridge_relation`)
+and without the bridge goals (the decomposition before rules version 4). Per set and arm: evidence
+recall after rounds 1, 3 and 6, the share of questions with full evidence, SEARCH rounds and
+goals per question. No model, no GPU; a few seconds. Written to benchmarks/results/planner_goals.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from searchgrpo.agents.checker import GoldChecker  # noqa: E402
+from searchgrpo.agents.rules import RuleEntityManager, RuleExecutor, RulePlanner  # noqa: E402
+from searchgrpo.config import load_config  # noqa: E402
+from searchgrpo.data.corpus import Corpus  # noqa: E402
+from searchgrpo.data.labels import Label, QuestionLabels  # noqa: E402
+from searchgrpo.data.questions import QuestionRecord, load_questions, pooled_corpus  # noqa: E402
+from searchgrpo.episodes import play as episodes  # noqa: E402
+from searchgrpo.fileio import atomic_write_json  # noqa: E402
+from searchgrpo.retrieval.backends import open_retriever  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data"
+ROUNDS = 6
+
+
+def question_sets() -> dict[str, list[QuestionRecord]]:
+    """2Wiki split by its gold count (2: 408 questions, 4: the 92 bridge comparisons), and HotpotQA."""
+    wiki = load_questions(SHARED / "2wikimultihopqa.jsonl")
+    return {
+        "2wiki_2gold": [r for r in wiki if len(r.gold) == 2],
+        "2wiki_4gold": [r for r in wiki if len(r.gold) == 4],
+        "hotpotqa": load_questions(SHARED / "hotpotqa.jsonl"),
+    }
+
+
+def play_all(records: list[QuestionRecord], top_k: int, cfg) -> list[episodes.Episode]:
+    corpus = Corpus(pooled_corpus(records))
+    labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in records}
+    starts = [
+        episodes.EpisodeStart(r.id, r.question, r.answers, r.gold, episodes.initial_state(r.question, r.sub_goals))
+        for r in records
+    ]
+    done: list[episodes.Episode] = []
+    episodes.play(
+        starts,
+        planner=RulePlanner(ROUNDS),
+        executor=RuleExecutor(0),
+        entity_manager=RuleEntityManager(),
+        retriever=open_retriever(cfg, corpus),
+        checker=GoldChecker(corpus, labels),
+        top_k=top_k,
+        on_done=done.append,
+    )
+    return done
+
+
+def figures(done: list[episodes.Episode]) -> dict[str, float]:
+    def recall(e: episodes.Episode, r: int) -> float:
+        return len(e.discovered_after(r) & e.start.gold) / len(e.start.gold)
+
+    mean = statistics.mean
+    return {
+        **{f"recall_round_{r}": mean(recall(e, r) for e in done) for r in (1, 3, ROUNDS)},
+        "full_evidence": mean(float(e.start.gold <= e.discovered_after(ROUNDS)) for e in done),
+        "search_rounds": mean(sum(r.strategy == "SEARCH" for r in e.rounds) for e in done),
+        "goals": mean(len(e.start.initial.goals) for e in done),
+        "questions": len(done),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "planner_goals.json")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as cache:
+        cfg = load_config(ROOT / "config.yaml", [f"paths.cache_root={cache}"])
+        results: dict[str, dict[str, dict[str, float]]] = {}
+        with_bridges = episodes.bridge_relation
+        for name, records in question_sets().items():
+            results[name] = {}
+            for arm, relation in (("bridge goals", with_bridges), ("no bridge goals", lambda _q: None)):
+                episodes.bridge_relation = relation  # what planned_sub_goals consults
+                results[name][arm] = figures(play_all(records, cfg.env.top_k, cfg))
+            episodes.bridge_relation = with_bridges
+    print("| set | Planner | goals | SEARCH rounds | recall r1 | r3 | r6 | full evidence |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, arms in results.items():
+        for arm, f in arms.items():
+            print(
+                f"| {name} ({f['questions']}) | {arm} | {f['goals']:.2f} | {f['search_rounds']:.2f} | "
+                f"{f['recall_round_1']:.3f} | {f['recall_round_3']:.3f} | {f['recall_round_6']:.3f} | {f['full_evidence']:.3f} |"
+            )
+    command = "python benchmarks/planner_goals.py"
+    atomic_write_json(args.out, {"command": command, "rounds": ROUNDS, "top_k": cfg.env.top_k, "sets": results})
+    print(f"-> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
