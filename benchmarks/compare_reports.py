@@ -125,11 +125,17 @@ def compare_runs(run_a: Path, run_b: Path) -> dict[str, dict[str, dict[str, Any]
 
 
 def table(results: dict[str, dict[str, dict[str, Any]]], fmt: Callable[[float], str] = "{:+.3f}".format) -> str:
+    """The figures as a Markdown table; a difference is bold when its CI excludes zero."""
     lines = ["| held-out set | figure | B - A (95% CI) | questions |", "| --- | --- | ---: | ---: |"]
     for stem, figures in results.items():
         for name, d in figures.items():
-            ci = f" [{fmt(d['ci'][0])}, {fmt(d['ci'][1])}]" if "ci" in d else f" ({d['a']:.2f} -> {d['b']:.2f})"
-            lines.append(f"| {stem} | {name} | **{fmt(d['diff'])}**{ci} | {d.get('questions', '')} |")
+            diff = fmt(d["diff"])
+            if "ci" in d:
+                lo, hi = d["ci"]
+                shown = f"**{diff}** [{fmt(lo)}, {fmt(hi)}]" if lo > 0 or hi < 0 else f"{diff} [{fmt(lo)}, {fmt(hi)}]"
+            else:
+                shown = f"{diff} ({d['a']:.2f} -> {d['b']:.2f})"
+            lines.append(f"| {stem} | {name} | {shown} | {d.get('questions', '')} |")
     return "\n".join(lines)
 
 
