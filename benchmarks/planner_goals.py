@@ -15,7 +15,6 @@ goals per question. No model, no GPU; a few seconds. Written to benchmarks/resul
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -101,9 +100,10 @@ def main() -> None:
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, arms in results.items():
         for arm, f in arms.items():
+            recalls = " | ".join(f"{f[f'recall_round_{r}']:.3f}" for r in (1, 3, ROUNDS))
             print(
                 f"| {name} ({f['questions']}) | {arm} | {f['goals']:.2f} | {f['search_rounds']:.2f} | "
-                f"{f['recall_round_1']:.3f} | {f['recall_round_3']:.3f} | {f['recall_round_6']:.3f} | {f['full_evidence']:.3f} |"
+                f"{recalls} | {f['full_evidence']:.3f} |"
             )
     command = "python benchmarks/planner_goals.py"
     atomic_write_json(args.out, {"command": command, "rounds": ROUNDS, "top_k": cfg.env.top_k, "sets": results})

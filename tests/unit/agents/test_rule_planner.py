@@ -14,8 +14,14 @@ from searchgrpo.retrieval.search import BM25Search
     ("question", "relation"),
     [
         # 2WikiMultihopQA's bridge comparisons: each side needs its film's page, then its director's.
-        ("Which film has the director born first, Zombie Night (2003 Film) or The New Swiss Family Robinson?", "director"),
-        ("Do director of film With Time To Kill and director of film The Undercover Woman share the same nationality?", "director"),
+        (
+            "Which film has the director born first, Zombie Night (2003 Film) or The New Swiss Family Robinson?",
+            "director",
+        ),
+        (
+            "Do director of film With Time To Kill and director of film The Undercover Woman share a nationality?",
+            "director",
+        ),
         ("Do both films Hell Squad (1958 Film) and Melvilasom have the directors from the same country?", "director"),
         ("Which film whose director was born first, Muthukkal Moondru or Three Desperate Men?", "director"),
         ("Are the founders of Krallo Systems and Brin Labs from the same city?", "founder"),
@@ -33,7 +39,9 @@ def test_a_bridge_is_found_only_in_a_comparison_through_a_relation(question, rel
 
 
 def test_a_comparison_through_a_bridge_gets_a_goal_per_side_and_hop():
-    goals = planned_sub_goals("Which film has the director born first, Zombie Night (2003 Film) or Three Desperate Men?")
+    goals = planned_sub_goals(
+        "Which film has the director born first, Zombie Night (2003 Film) or Three Desperate Men?"
+    )
     assert goals == (
         "find the document about Zombie Night",
         "find the document about Three Desperate Men",

@@ -19,7 +19,9 @@ def test_only_a_difference_whose_ci_excludes_zero_is_bold():
         "nothing": {"diff": 0.0, "ci": [0.0, 0.0], "questions": 92},
         "median_rounds_to_full": {"diff": 0.0, "a": 7.0, "b": 7.0},
     }
-    rows = {line.split(" | ")[1]: line.split(" | ")[2] for line in compare_reports.table({"set": figures}).splitlines()[2:]}
+    rows = {
+        line.split(" | ")[1]: line.split(" | ")[2] for line in compare_reports.table({"set": figures}).splitlines()[2:]
+    }
     assert rows["above"] == "**+0.024** [+0.010, +0.040]"
     assert rows["below"] == "**-0.700** [-1.350, -0.200]"
     assert rows["spans"] == "+0.027 [-0.002, +0.057]"
