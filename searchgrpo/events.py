@@ -194,7 +194,8 @@ class LogMessage:
 
 @dataclass(frozen=True)
 class EvalStarted:
-    """`eval` began: the policies compared and how many states each is scored on."""
+    """`eval` began: the policies compared and how many units each is scored on (states; for whole
+    episodes, question-rounds: questions x the round limit, `episode_eval.rounds_played`)."""
 
     policies: list[str]
     states: int
@@ -204,7 +205,7 @@ class EvalStarted:
 
 @dataclass(frozen=True)
 class EvalProgress:
-    """`eval` scored `done` of `total` states for one policy."""
+    """`eval` scored `done` of `total` units (see EvalStarted) for one policy."""
 
     policy: str
     done: int

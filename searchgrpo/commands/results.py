@@ -81,7 +81,8 @@ def evaluate(
     ).validated()
     cfg, _ = load(config, overrides, ("data.strict=true",) if strict else ())
     console = Console()
-    unit = "questions (whole episodes)" if episodes else "states"
+    # Whole episodes advance in lockstep, a round of every question at a time (episode_eval.rounds_played).
+    unit = "question-rounds (whole episodes)" if episodes else "states"
     with eval_progress(Console(stderr=True), unit, "" if limit else "--limit N scores fewer") as sink:
         try:
             path = runs.evaluate(cfg, request, sink)

@@ -199,9 +199,10 @@ def play(
     top_k: int,
     doc_budget: int | None = None,
     on_done: Callable[[Episode], None] | None = None,
+    on_turn: Callable[[Sequence[Episode]], None] | None = None,
 ) -> list[Episode]:
     """Play every question to its ANSWER round (or planner.max_rounds), in lockstep; `on_done` is
-    called with each episode as it ends."""
+    called with each episode as it ends, `on_turn` with every episode after each turn of the loop."""
     episodes = [Episode(s, state=s.initial) for s in starts]
     advance(
         episodes,
@@ -213,6 +214,7 @@ def play(
         top_k=top_k,
         doc_budget=doc_budget,
         on_done=on_done,
+        on_turn=on_turn,
     )
     return episodes
 
@@ -228,12 +230,14 @@ def advance(
     top_k: int,
     doc_budget: int | None = None,
     on_done: Callable[[Episode], None] | None = None,
+    on_turn: Callable[[Sequence[Episode]], None] | None = None,
 ) -> None:
     """Play episodes on from where each stands (its `next_round`) until each answers, reaches the
     Planner's `max_rounds` or its own `last_round`: the lockstep loop behind `play`. Each turn of
     the loop plays every live episode's next round, whatever its number, so that episodes at
     different rounds (branches of states from different rounds) still share one Executor call and
-    one checker batch per turn."""
+    one checker batch per turn; `on_turn(episodes)` is called before the first turn and after each
+    (progress: in lockstep, episodes end in bursts, so counting ended ones cannot pace the work)."""
     corpus: Corpus = retriever.corpus
 
     def finish(e: Episode) -> None:
@@ -245,6 +249,8 @@ def advance(
         for e in episodes:
             if not e.done and e.next_round > min(planner.max_rounds, e.last_round or planner.max_rounds):
                 finish(e)
+        if on_turn is not None:
+            on_turn(episodes)
         live = [e for e in episodes if not e.done]
         if not live:
             break

@@ -81,7 +81,7 @@ def run_episode_eval(
     # An in-process judge and the policies share one base model: each adapter is attached to it in turn.
     shared = load_frozen_base(cfg) if cfg.checker.backend == "base" else None
     checker = make_checker(cfg, dataset, policy=shared)
-    sink(EvalStarted([s.name for s in specs], len(starts), str(output)))
+    sink(EvalStarted([s.name for s in specs], len(starts) * rounds, str(output)))
     played: dict[str, list[Episode]] = {}
     fallbacks: dict[str, dict[str, int]] = {}
     episodes_done = 0
@@ -90,11 +90,13 @@ def run_episode_eval(
             check_cancel(stop, "")
             finished = 0
 
-            def progress(_: Episode, name: str = spec.name) -> None:
+            def ended(_: Episode) -> None:
                 nonlocal finished, episodes_done
                 finished += 1
                 episodes_done += 1
-                sink(EvalProgress(name, finished, len(starts)))
+
+            def progress(episodes: Sequence[Episode], name: str = spec.name) -> None:
+                sink(EvalProgress(name, rounds_played(episodes, rounds), len(starts) * rounds))
 
             with policy_on(cfg, spec.adapter, shared) as policy:
                 executor = PolicyExecutor(
@@ -109,7 +111,8 @@ def run_episode_eval(
                     checker=checker,
                     top_k=cfg.env.top_k,
                     doc_budget=budget,
-                    on_done=progress,
+                    on_done=ended,
+                    on_turn=progress,
                 )
                 fallbacks[spec.name] = {"clue_sets": executor.calls, "rule_fallbacks": executor.fallbacks}
                 del executor
@@ -134,6 +137,14 @@ def run_episode_eval(
 
 
 # --------------------------------------------------------------------------- measuring episodes
+
+
+def rounds_played(episodes: Sequence[Episode], rounds: int) -> int:
+    """Progress of a lockstep episode eval in question-rounds, out of len(episodes) x `rounds`: an
+    episode's rounds played so far, all `rounds` once it has ended (its Planner answered). Every
+    turn of the loop adds one per live episode, so the pace is steady where ended episodes come
+    in bursts; the time left it gives is an upper bound (episodes that answer sooner skip rounds)."""
+    return sum(rounds if e.done else min(e.next_round - 1, rounds) for e in episodes)
 
 
 def episode_values(e: Episode, rounds: int) -> dict[str, float]:

@@ -7,6 +7,7 @@ import json
 from searchgrpo.evaluate import run_eval
 from searchgrpo.evaluate.inputs import EvalRequest
 from searchgrpo.evaluate.report import curve_rows, load_report
+from searchgrpo.events import EvalProgress, EvalStarted
 from tests.unit.evaluate.test_episodes import trained  # noqa: F401  (helpers and fixtures of the quick tier)
 
 
@@ -16,8 +17,15 @@ def test_episode_eval_report(trained, tmp_path):  # noqa: F811  (the fixture imp
     request = EvalRequest(
         checkpoints=[ckpt], output=str(tmp_path / "e.json"), limit=3, bootstrap=100, episodes=True, max_rounds=4
     )
-    report = json.loads(run_eval(cfg, request).read_text())
+    events = []
+    report = json.loads(run_eval(cfg, request, events.append).read_text())
     assert report["format"] == "searchgrpo-episodes-v1" and report["questions"] == 3 and report["rounds"] == 4
+    # Progress in question-rounds (3 questions x 4 rounds), a step per turn of the lockstep loop.
+    started = next(e for e in events if isinstance(e, EvalStarted))
+    assert started.states == 12
+    for name in ("baseline", "step-000001"):
+        done = [e.done for e in events if isinstance(e, EvalProgress) and e.policy == name]
+        assert done == sorted(done) and done[-1] == 12 and len(set(done)) >= 3
     for name in ("baseline", "step-000001"):
         agg = report["aggregate"][name]
         assert {

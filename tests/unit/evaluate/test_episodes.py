@@ -7,7 +7,7 @@ from searchgrpo.agents.rules import RuleEntityManager, RulePlanner
 from searchgrpo.data.corpus import Corpus, Document
 from searchgrpo.data.labels import Label, QuestionLabels
 from searchgrpo.episodes.play import EpisodeStart, initial_state, play
-from searchgrpo.evaluate.episode_eval import episode_values
+from searchgrpo.evaluate.episode_eval import episode_values, rounds_played
 from searchgrpo.retrieval.search import BM25Search
 from tests.helpers.tiny import tiny_config
 
@@ -72,6 +72,38 @@ def test_a_hand_built_episode_has_the_recall_curve_it_should():
     states = episode.search_states()
     assert [s.round for s in states] == [1, 3] and states[1].before.round == 2
     assert states[1].original_clues == ("Corran harbour town", "Sel river northern sea")
+
+
+def test_progress_counts_question_rounds_each_turn_and_an_answer_completes_them():
+    # Two questions in lockstep: one answers at round 5 (the script above), one never finds anything
+    # and plays all 6 rounds. Progress after each turn: every live episode's rounds so far, and
+    # all 6 for an episode that has answered.
+    corpus = Corpus(DOCS)
+    gold = frozenset({"a", "b", "c"})
+    labels = QuestionLabels(QUESTION, dict.fromkeys(gold, Label.IMPORTANT))
+    checker = GoldChecker(corpus, {"q": labels, "r": labels})
+    goals = ["find Alder Vane", "find the town", "find the river"]
+    starts = [EpisodeStart(q, QUESTION, (), gold, initial_state(QUESTION, goals)) for q in ("q", "r")]
+
+    class PerQuestion(ScriptedExecutor):
+        def write_clues(self, requests):
+            script = {1: ["Alder Vane painter"], 3: ["Corran harbour town", "Sel river northern sea"]}
+            return [
+                list(script.get(r.round_no, ["zebras zinc"])) if r.question_id == "q" else ["zinc"] for r in requests
+            ]
+
+    seen = []
+    play(
+        starts,
+        planner=RulePlanner(6),
+        executor=PerQuestion({}),
+        entity_manager=RuleEntityManager(),
+        retriever=BM25Search(corpus),
+        checker=checker,
+        top_k=1,
+        on_turn=lambda episodes: seen.append(rounds_played(episodes, 6)),
+    )
+    assert seen == [0, 2, 4, 6, 8, 6 + 5, 6 + 6]
 
 
 def test_an_episode_that_never_finds_everything_is_censored():
