@@ -143,7 +143,7 @@ def rounds_played(episodes: Sequence[Episode], rounds: int) -> int:
     """Progress of a lockstep episode eval in question-rounds, out of len(episodes) x `rounds`: an
     episode's rounds played so far, all `rounds` once it has ended (its Planner answered). Every
     turn of the loop adds one per live episode, so the pace is steady where ended episodes come
-    in bursts; the time left it gives is an upper bound (episodes that answer sooner skip rounds)."""
+    in bursts; the time left it gives tends high (an episode that answers sooner skips rounds)."""
     return sum(rounds if e.done else min(e.next_round - 1, rounds) for e in episodes)
 
 
