@@ -8,6 +8,7 @@ from searchgrpo.data.corpus import Corpus, Document
 from searchgrpo.data.labels import Label, QuestionLabels
 from searchgrpo.episodes.play import EpisodeStart, initial_state, planned_sub_goals, play
 from searchgrpo.retrieval.search import BM25Search
+from tests.unit.evaluate.test_episodes import ScriptedExecutor
 
 
 @pytest.mark.parametrize(
@@ -65,14 +66,6 @@ DOCS = [
     Document("x", "Zeta", "Unrelated text about zebras and zinc."),
 ]
 QUESTION = "Which film has the director born first, Gray Harbour or Silent Quarry?"
-
-
-class ScriptedExecutor:
-    def __init__(self, script):
-        self.script = script
-
-    def write_clues(self, requests):
-        return [list(self.script.get(r.round_no, ["zebras zinc"])) for r in requests]
 
 
 def test_the_planner_searches_on_for_the_bridges_after_the_two_films():
