@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from searchgrpo.agents.checker import GoldChecker  # noqa: E402
 from searchgrpo.agents.rules import RuleEntityManager, RuleExecutor, RulePlanner  # noqa: E402
-from searchgrpo.config import load_config  # noqa: E402
+from searchgrpo.config import Config, load_config  # noqa: E402
 from searchgrpo.data.corpus import Corpus  # noqa: E402
 from searchgrpo.data.labels import Label, QuestionLabels  # noqa: E402
 from searchgrpo.data.questions import QuestionRecord, load_questions, pooled_corpus  # noqa: E402
@@ -47,25 +47,35 @@ def question_sets() -> dict[str, list[QuestionRecord]]:
     }
 
 
-def play_all(records: list[QuestionRecord], top_k: int, cfg) -> list[episodes.Episode]:
+def play_both(records: list[QuestionRecord], cfg: Config) -> dict[str, list[episodes.Episode]]:
+    """Every question played to its end, with the Planner's goals and without the bridge goals (a
+    bridge comparison's goals are its two sides, then a bridge per side: the first two are the
+    decomposition before rules version 4)."""
     corpus = Corpus(pooled_corpus(records))
     labels = {r.id: QuestionLabels(r.question, dict.fromkeys(r.gold, Label.IMPORTANT)) for r in records}
-    starts = [
-        episodes.EpisodeStart(r.id, r.question, r.answers, r.gold, episodes.initial_state(r.question, r.sub_goals))
-        for r in records
-    ]
-    done: list[episodes.Episode] = []
-    episodes.play(
-        starts,
-        planner=RulePlanner(ROUNDS),
-        executor=RuleExecutor(0),
-        entity_manager=RuleEntityManager(),
-        retriever=open_retriever(cfg, corpus),
-        checker=GoldChecker(corpus, labels),
-        top_k=top_k,
-        on_done=done.append,
-    )
-    return done
+    retriever, checker = open_retriever(cfg, corpus), GoldChecker(corpus, labels)
+    out: dict[str, list[episodes.Episode]] = {}
+    for arm, keep in (("bridge goals", None), ("no bridge goals", 2)):
+        starts = [
+            episodes.EpisodeStart(
+                r.id,
+                r.question,
+                r.answers,
+                r.gold,
+                episodes.initial_state(r.question, r.sub_goals or episodes.planned_sub_goals(r.question)[:keep]),
+            )
+            for r in records
+        ]
+        out[arm] = episodes.play(
+            starts,
+            planner=RulePlanner(ROUNDS),
+            executor=RuleExecutor(0),
+            entity_manager=RuleEntityManager(),
+            retriever=retriever,
+            checker=checker,
+            top_k=cfg.env.top_k,
+        )
+    return out
 
 
 def figures(done: list[episodes.Episode]) -> dict[str, float]:
@@ -88,14 +98,10 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as cache:
         cfg = load_config(ROOT / "config.yaml", [f"paths.cache_root={cache}"])
-        results: dict[str, dict[str, dict[str, float]]] = {}
-        with_bridges = episodes.bridge_relation
-        for name, records in question_sets().items():
-            results[name] = {}
-            for arm, relation in (("bridge goals", with_bridges), ("no bridge goals", lambda _q: None)):
-                episodes.bridge_relation = relation  # what planned_sub_goals consults
-                results[name][arm] = figures(play_all(records, cfg.env.top_k, cfg))
-            episodes.bridge_relation = with_bridges
+        results = {
+            name: {arm: figures(done) for arm, done in play_both(records, cfg).items()}
+            for name, records in question_sets().items()
+        }
     print("| set | Planner | goals | SEARCH rounds | recall r1 | r3 | r6 | full evidence |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, arms in results.items():

@@ -88,11 +88,9 @@ def run_episode_eval(
     try:
         for spec in specs:
             check_cancel(stop, "")
-            finished = 0
 
             def ended(_: Episode) -> None:
-                nonlocal finished, episodes_done
-                finished += 1
+                nonlocal episodes_done
                 episodes_done += 1
 
             def progress(episodes: Sequence[Episode], name: str = spec.name) -> None:
