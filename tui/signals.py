@@ -12,6 +12,8 @@ dies on the first failure, would block for ever on the next one. So on SIGHUP wi
 gone, the standard streams are pointed at /dev/null first; once the training thread has ended
 (its checkpoint written, its lock released) the console is given `EXIT_GRACE_S` to close by
 itself, and the process then ends with the run's exit code (`os._exit`: nothing is left to write).
+It rarely closes by itself: once Textual's output queue has filled behind the dead thread, its
+next write waits for ever (seen with py-spy: the main thread in `WriterThread.write`).
 
 The handlers are installed on the console's own event loop (`install`, from `ConsoleApp.on_mount`
 when `searchgrpo tui` launched it), so they run between the loop's callbacks, never inside one.
@@ -32,8 +34,10 @@ from typing import Any
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 """The signals that stop the console's run with a checkpoint (SIGINT: `kill -INT`; a Ctrl-C typed
 in the console is a key, which says how to quit)."""
-EXIT_GRACE_S = 10.0
-"""After a hang-up, how long the console may take to close by itself once training has ended."""
+EXIT_GRACE_S = 1.0
+"""After a hang-up, how long the console may take to close by itself once training has ended. Short:
+what mattered (the checkpoint, the lock) is done by then, and the output goes to /dev/null; it was
+10 s, and a hung-up console always took those 10 s to end."""
 
 
 def terminal_gone(fd: int = 2) -> bool:
