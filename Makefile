@@ -17,9 +17,10 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.searchgrpo-installed
 # The full suite on every core (pytest-xdist); a test file stays on one worker, so its module-scoped
-# fixtures are built once. `make test WORKERS=1` runs it in one process.
+# fixtures are built once, and files start in collection order, the longest first (tests/conftest.py
+# LONGEST_FILES). `make test WORKERS=1` runs it in one process.
 WORKERS ?= auto
-PYTEST_FULL = $(PY) -m pytest -q -n $(WORKERS) --dist loadfile --durations=25
+PYTEST_FULL = $(PY) -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 RUNS ?= 1
 
 .PHONY: setup demo test test-fast test-profile test-stress check lint typecheck clean

@@ -59,9 +59,43 @@ TESTS = Path(__file__).resolve().parent
 FAST_TIER = TESTS / "unit"
 
 
+LONGEST_FILES = (
+    "console/test_every_key.py",
+    "integration/policy/test_server_sampler.py",
+    "integration/agents/test_llm_checker.py",
+    "integration/train/test_distributed_variants.py",
+    "reliability/test_signals.py",
+    "reliability/test_faults_training.py",
+    "console/test_snapshots.py",
+    "reliability/test_weights_and_disk.py",
+    "integration/train/test_distributed.py",
+    "console/test_feedback.py",
+    "reliability/test_server_replies.py",
+    "integration/commands/test_cli.py",
+    "reliability/test_faults_checker.py",
+    "reliability/test_environment.py",
+)
+"""The files that take longest (wall time, `make test-profile`), longest first. They are collected
+first, and `make test` keeps that order (`--no-loadscope-reorder`): pytest-xdist hands files to
+workers in collection order, so the long ones start first and the short ones fill the gaps at the
+end. By default it orders files by test count, which sent these few-test files last and left one
+worker running them alone for the last half-minute. A stale list only costs speed."""
+
+
+def _longest_first(item: pytest.Item) -> int:
+    path = Path(item.path)
+    if path.is_relative_to(TESTS):
+        relative = path.relative_to(TESTS).as_posix()
+        if relative in LONGEST_FILES:
+            return LONGEST_FILES.index(relative)
+    return len(LONGEST_FILES)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test under tests/ outside tests/unit/ is `slow` (the full tier). Tests marked `gpu` are
-    skipped where CUDA is not available (CI has none)."""
+    skipped where CUDA is not available (CI has none). The longest files come first (a stable sort:
+    every other test keeps its place)."""
+    items.sort(key=_longest_first)
     for item in items:
         path = Path(item.path)
         if path.is_relative_to(TESTS) and not path.is_relative_to(FAST_TIER):
