@@ -3,9 +3,10 @@
 # trained on the 408 two-gold 2Wiki questions; held out: their eval split, HotpotQA, and the 92
 # four-gold 2Wiki questions (bridge_comparison), which never enter training. As run on one H200
 # (2026-12-03): the SmolLM2 GGUF at /tmp/smol.gguf, OUT=/tmp/duo, both trainings in parallel.
+# SEED=N runs the same pair at another seed (default 0, as run).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-OUT=${OUT:-/tmp/duo}; mkdir -p $OUT
+OUT=${OUT:-/tmp/duo}; mkdir -p $OUT; SEED=${SEED:-0}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:${SITE:-/tmp/site} OMP_NUM_THREADS=${THREADS:-8}
 MODEL=${MODEL:-/tmp/smol.gguf}; DATA=${DATA:-/tmp/data}; mkdir -p $DATA
 # The split by the number of gold paragraphs (2: 408 questions, 4: 92), each line as it is in the data.
@@ -36,12 +37,12 @@ for name in names:
     collect_question_set(cfg, Path(data) / name)
 PY
 echo "$(date -u +%T) train" >> $OUT/progress
-common=(--checker gold --seed 0 --steps ${STEPS:-360} --eval-limit ${EVAL_LIMIT:-300} --episode-limit ${EPISODE_LIMIT:-100}
+common=(--checker gold --seed $SEED --steps ${STEPS:-360} --eval-limit ${EVAL_LIMIT:-300} --episode-limit ${EPISODE_LIMIT:-100}
         --train-set $DATA/2wiki_2gold.jsonl --heldout $DATA/hotpotqa.jsonl --heldout $DATA/2wiki_4gold.jsonl
         --resume --set model.base=$MODEL)
-python benchmarks/efficacy.py --credit round --out $OUT/round-s0 "${common[@]}" > $OUT/round-s0.log 2>&1 &
-python benchmarks/efficacy.py --credit episode --gamma 0.5 --out $OUT/episode-g05-s0 "${common[@]}" > $OUT/episode-g05-s0.log 2>&1 &
+python benchmarks/efficacy.py --credit round --out $OUT/round-s$SEED "${common[@]}" > $OUT/round-s$SEED.log 2>&1 &
+python benchmarks/efficacy.py --credit episode --gamma 0.5 --out $OUT/episode-g05-s$SEED "${common[@]}" > $OUT/episode-g05-s$SEED.log 2>&1 &
 wait
 echo "$(date -u +%T) compare" >> $OUT/progress
-python benchmarks/compare_reports.py $OUT/round-s0 $OUT/episode-g05-s0 --json $OUT/round-vs-g05.json > $OUT/compare-round-g05.txt 2>&1
+python benchmarks/compare_reports.py $OUT/round-s$SEED $OUT/episode-g05-s$SEED --json $OUT/round-vs-g05.json > $OUT/compare-round-g05.txt 2>&1
 echo "$(date -u +%T) done" >> $OUT/progress
