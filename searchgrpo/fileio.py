@@ -121,6 +121,19 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
+def _rename_into(tmp: Path, target: Path) -> None:
+    """Rename the finished folder `tmp` to `target`. Another process may have renamed its own copy
+    there since `target` was looked at (two runs building the same cache folder): the kernel then
+    says ENOTEMPTY or EEXIST, raised here as the FileExistsError that callers treat as "finished
+    first by someone else"."""
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            raise FileExistsError(errno.EEXIST, "already exists", str(target)) from exc
+        raise
+
+
 @contextmanager
 def atomic_dir(target: Path, *, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary folder beside `target`; on success it is renamed to `target`.
@@ -146,7 +159,7 @@ def atomic_dir(target: Path, *, overwrite: bool = False) -> Iterator[Path]:
             elif f.is_dir():
                 f.chmod(dir_mode)
         if target.is_dir() and not target.is_symlink() and not any(target.iterdir()):
-            os.replace(tmp, target)  # an empty folder is replaced in one rename (POSIX allows it)
+            _rename_into(tmp, target)  # an empty folder is replaced in one rename (POSIX allows it)
         elif target.exists():
             if not overwrite:
                 raise FileExistsError(f"{target} already exists")
@@ -157,7 +170,7 @@ def atomic_dir(target: Path, *, overwrite: bool = False) -> Iterator[Path]:
             os.replace(tmp, target)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.replace(tmp, target)
+            _rename_into(tmp, target)
         fsync_dir(target.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,5 +1,11 @@
 """The demo world generator and the baseline multi-agent pass."""
 
+import os
+from pathlib import Path
+
+import pytest
+
+from searchgrpo import fileio
 from searchgrpo.config import DemoConfig
 from searchgrpo.data.demo_world import generate_corpus, generate_world
 from searchgrpo.data.states import load_states
@@ -64,3 +70,37 @@ def test_demo_cache_is_keyed_by_the_top_k_its_traces_were_collected_with(tmp_pat
         for k, c in ((2, small), (5, default))
     }
     assert found[2] < found[5]
+
+
+def test_two_runs_building_the_same_world_at_once_both_get_it(tmp_path):
+    """Two runs started together on a new machine both build the demo world; the second to finish
+    finds the first's folder in place. It used to stop with "cannot write the demo world
+    (FileExistsError)" (seen with four demo runs started at once)."""
+    target, demo = tmp_path / "demo", DemoConfig(questions=6, seed=0, distractors=5)
+    inner = []
+
+    def other_run_finishes_first(done: int, total: int) -> None:
+        if not inner:  # while this build is half-way, another builds the same world to the end
+            inner.append(build_demo(target, demo))
+
+    paths = build_demo(target, demo, progress=other_run_finishes_first)
+    assert inner == [paths]
+    assert not load_states(paths.traces).issues.issues
+    assert [p.name for p in tmp_path.iterdir()] == ["demo"]  # the loser's temporary folder is gone
+
+
+def test_a_folder_renamed_into_place_meanwhile_is_finished_first_not_a_failure(tmp_path, monkeypatch):
+    """Between atomic_dir's look at the target and its rename, another process may rename its own
+    copy there: the kernel's ENOTEMPTY must reach the caller as FileExistsError."""
+    target, real_replace = tmp_path / "cache", os.replace
+
+    def another_process_renames_first(src, dst):
+        if Path(dst) == target and not target.exists():
+            target.mkdir()
+            (target / "theirs").write_text("x")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(fileio.os, "replace", another_process_renames_first)
+    with pytest.raises(FileExistsError), fileio.atomic_dir(target) as tmp:
+        (tmp / "ours").write_text("y")
+    assert [p.name for p in target.iterdir()] == ["theirs"] and [p.name for p in tmp_path.iterdir()] == ["cache"]
