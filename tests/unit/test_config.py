@@ -14,8 +14,8 @@ def test_shipped_config_is_the_default_run():
 
 def test_the_demo_config_is_the_demo_world_made_cheaper():
     """configs/demo.yaml (`make demo`): the default model on the demo world, with fewer tokens to
-    sample and to train on per step, one group of as many samples as the default's step, a finite run
-    and an eval curve that starts at step 0."""
+    sample and to train on per step, one group of as many samples as the default's step, no penalty
+    for cut completions, a finite run and an eval curve that starts at step 0."""
     demo, default = load_config(ROOT / "configs" / "demo.yaml"), Config()
     assert demo.data.traces is None and demo.data.corpus is None and demo.model == default.model
     assert demo.grpo.max_new_tokens < default.grpo.max_new_tokens
@@ -24,6 +24,9 @@ def test_the_demo_config_is_the_demo_world_made_cheaper():
     # One larger group a step, with as many samples a step as the default's.
     assert demo.train.states_per_step == 1
     assert demo.grpo.num_generations == default.grpo.num_generations * default.train.states_per_step
+    # The one reward change: no penalty for the cut that 32 tokens makes of most completions.
+    assert demo.reward.cut_clue == 0.0 and default.reward.cut_clue < 0
+    assert dataclasses.replace(demo.reward, cut_clue=default.reward.cut_clue) == default.reward
     assert "--config configs/demo.yaml" in (ROOT / "Makefile").read_text(encoding="utf-8")
 
 
