@@ -4,7 +4,9 @@
 # the shipped settings and three variants aimed at the collapse to one clue (89% of completions cut
 # at 32 tokens; cut and empty clues cost more than the first finds pay). A GPU proxy for the CPU
 # demo: same config, CUDA instead of CPU, so seeds' curves differ from the CPU's in detail.
-# As run (2026-12-04): the SmolLM2 GGUF at /tmp/smol.gguf, OUT=/tmp/sweep, five runs at a time.
+# As run (2026-12-04): the SmolLM2 GGUF at /tmp/smol.gguf, OUT=/tmp/sweep, four runs at a time. Three
+# seed-0 runs stopped at once on the demo world's build race (fixed since) and were started again by
+# hand with --threads 2 beside the shipped seed-0 run.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/sweep}; mkdir -p $OUT
