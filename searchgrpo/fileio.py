@@ -124,8 +124,7 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 def _rename_into(tmp: Path, target: Path) -> None:
     """Rename the finished folder `tmp` to `target`. Another process may have renamed its own copy
     there since `target` was looked at (two runs building the same cache folder): the kernel then
-    says ENOTEMPTY or EEXIST, raised here as the FileExistsError that callers treat as "finished
-    first by someone else"."""
+    says ENOTEMPTY or EEXIST, raised here as FileExistsError ("finished first by someone else")."""
     try:
         os.replace(tmp, target)
     except OSError as exc:
@@ -135,10 +134,13 @@ def _rename_into(tmp: Path, target: Path) -> None:
 
 
 @contextmanager
-def atomic_dir(target: Path, *, overwrite: bool = False) -> Iterator[Path]:
+def atomic_dir(target: Path, *, overwrite: bool = False, first_wins: bool = False) -> Iterator[Path]:
     """Yield a temporary folder beside `target`; on success it is renamed to `target`.
 
-    On any exception the temporary folder is removed and `target` is untouched.
+    On any exception the temporary folder is removed and `target` is untouched. If `target` is
+    there when the body ends: with `overwrite` it is replaced; with `first_wins` (a cache that
+    several processes may build at once, each writing the same thing) it is kept and this writer's
+    folder is dropped; otherwise FileExistsError.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -146,35 +148,52 @@ def atomic_dir(target: Path, *, overwrite: bool = False) -> Iterator[Path]:
     try:
         tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes it 0700
         yield tmp
-        # Whatever wrote the files, they end with the umask's permissions: safetensors (0.8) writes
-        # through an owner-only temporary of its own, which would keep another user's server out.
-        file_mode, dir_mode = 0o666 & ~current_umask(), 0o777 & ~current_umask()
-        for f in tmp.rglob("*"):
-            if f.is_symlink():
-                continue
-            if f.is_file():
-                f.chmod(file_mode)
-                with f.open("rb") as fh:
-                    os.fsync(fh.fileno())
-            elif f.is_dir():
-                f.chmod(dir_mode)
-        if target.is_dir() and not target.is_symlink() and not any(target.iterdir()):
-            _rename_into(tmp, target)  # an empty folder is replaced in one rename (POSIX allows it)
-        elif target.exists():
-            if not overwrite:
-                raise FileExistsError(f"{target} already exists")
-            old = target.with_name(target.name + TMP_MARK + "old")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(target, old)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            _rename_into(tmp, target)
+        _settle_modes(tmp)
+        try:
+            _publish(tmp, target, overwrite=overwrite and not first_wins)
+        except FileExistsError:
+            if not first_wins:
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # finished first by another writer: theirs stays
+            return
         fsync_dir(target.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _settle_modes(tmp: Path) -> None:
+    """Give every file and folder under `tmp` the umask's permissions and flush each file.
+
+    Whatever wrote the files, they end with the umask's permissions: safetensors (0.8) writes
+    through an owner-only temporary of its own, which would keep another user's server out."""
+    file_mode, dir_mode = 0o666 & ~current_umask(), 0o777 & ~current_umask()
+    for f in tmp.rglob("*"):
+        if f.is_symlink():
+            continue
+        if f.is_file():
+            f.chmod(file_mode)
+            with f.open("rb") as fh:
+                os.fsync(fh.fileno())
+        elif f.is_dir():
+            f.chmod(dir_mode)
+
+
+def _publish(tmp: Path, target: Path, *, overwrite: bool) -> None:
+    """Move the finished folder `tmp` to `target`; FileExistsError if `target` is taken and not `overwrite`."""
+    if target.is_dir() and not target.is_symlink() and not any(target.iterdir()):
+        _rename_into(tmp, target)  # an empty folder is replaced in one rename (POSIX allows it)
+    elif target.exists():
+        if not overwrite:
+            raise FileExistsError(f"{target} already exists")
+        old = target.with_name(target.name + TMP_MARK + "old")
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        _rename_into(tmp, target)
 
 
 def remove_stale_temporaries(folder: Path, *, only_dead: bool = False) -> list[Path]:

@@ -66,28 +66,21 @@ def build_demo(
         return paths
     from searchgrpo.episodes.collect import collect
 
-    # FileExistsError is caught inside writing_cache, which would make any OSError one line for the user.
-    with writing_cache(target, "demo world"):
-        try:
-            with atomic_dir(target) as tmp:
-                world = generate_world(demo.questions, demo.distractors, demo.seed)
-                write_corpus(tmp / "corpus.jsonl", world.documents)
-                write_questions(tmp / "questions.jsonl", world.questions)
-                corpus = Corpus(world.documents, source=str(tmp / "corpus.jsonl"))
-                labels = {
-                    q.id: QuestionLabels(q.question, dict.fromkeys(q.gold, Label.IMPORTANT)) for q in world.questions
-                }
-                collect(
-                    world.questions,
-                    SparseBM25Search(corpus),
-                    GoldChecker(corpus, labels),
-                    tmp / "traces",
-                    top_k=top_k,
-                    seed=demo.seed,
-                    progress=progress,
-                )
-        except FileExistsError:
-            pass  # another process finished it first
+    with writing_cache(target, "demo world"), atomic_dir(target, first_wins=True) as tmp:
+        world = generate_world(demo.questions, demo.distractors, demo.seed)
+        write_corpus(tmp / "corpus.jsonl", world.documents)
+        write_questions(tmp / "questions.jsonl", world.questions)
+        corpus = Corpus(world.documents, source=str(tmp / "corpus.jsonl"))
+        labels = {q.id: QuestionLabels(q.question, dict.fromkeys(q.gold, Label.IMPORTANT)) for q in world.questions}
+        collect(
+            world.questions,
+            SparseBM25Search(corpus),
+            GoldChecker(corpus, labels),
+            tmp / "traces",
+            top_k=top_k,
+            seed=demo.seed,
+            progress=progress,
+        )
     return paths
 
 

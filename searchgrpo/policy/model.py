@@ -138,24 +138,21 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    try:
-        with atomic_dir(target, overwrite=False) as tmp:
-            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-            # A model loaded from GGUF cannot save_pretrained as it is (its quantization_config
-            # marks it as GGUF-quantised): copy into a fresh one, made from its config without
-            # that mark rather than from another read of the file (each read parses the whole
-            # vocabulary, seconds for SmolLM2).
-            config = copy.deepcopy(loaded.config)
-            del config.quantization_config
-            fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-            fresh.load_state_dict(loaded.state_dict())
-            fresh.generation_config = loaded.generation_config
-            save_model_here(fresh, tmp)
-            tokenizer.save_pretrained(tmp)
-            (tmp / "searchgrpo_source.json").write_text(json.dumps({"gguf": str(gguf)}))
-    except FileExistsError:
-        pass  # another process finished the same folder first
+    with atomic_dir(target, first_wins=True) as tmp:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        # A model loaded from GGUF cannot save_pretrained as it is (its quantization_config
+        # marks it as GGUF-quantised): copy into a fresh one, made from its config without
+        # that mark rather than from another read of the file (each read parses the whole
+        # vocabulary, seconds for SmolLM2).
+        config = copy.deepcopy(loaded.config)
+        del config.quantization_config
+        fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        fresh.load_state_dict(loaded.state_dict())
+        fresh.generation_config = loaded.generation_config
+        save_model_here(fresh, tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "searchgrpo_source.json").write_text(json.dumps({"gguf": str(gguf)}))
     return target
 
 

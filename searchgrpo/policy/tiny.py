@@ -64,31 +64,28 @@ def ensure_tiny_model(target: Path, hidden_size: int = 64, layers: int = 2, seed
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    try:
-        with atomic_dir(target, overwrite=False) as tmp:
-            tokenizer = build_tiny_tokenizer()
-            config = LlamaConfig(
-                vocab_size=len(tokenizer),
-                hidden_size=hidden_size,
-                intermediate_size=hidden_size * 2,
-                num_hidden_layers=layers,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                max_position_embeddings=4096,
-                tie_word_embeddings=True,
-                bos_token_id=tokenizer.bos_token_id,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-            torch.manual_seed(seed)
-            model = LlamaForCausalLM(config)
-            model.generation_config = GenerationConfig(
-                bos_token_id=tokenizer.bos_token_id,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-            save_model_here(model, tmp)
-            tokenizer.save_pretrained(tmp)
-    except FileExistsError:
-        pass  # another process finished the same folder first
+    with atomic_dir(target, first_wins=True) as tmp:
+        tokenizer = build_tiny_tokenizer()
+        config = LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=hidden_size,
+            intermediate_size=hidden_size * 2,
+            num_hidden_layers=layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=4096,
+            tie_word_embeddings=True,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+        model.generation_config = GenerationConfig(
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        save_model_here(model, tmp)
+        tokenizer.save_pretrained(tmp)
     return target

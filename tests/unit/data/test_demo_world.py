@@ -89,9 +89,11 @@ def test_two_runs_building_the_same_world_at_once_both_get_it(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["demo"]  # the loser's temporary folder is gone
 
 
-def test_a_folder_renamed_into_place_meanwhile_is_finished_first_not_a_failure(tmp_path, monkeypatch):
+@pytest.mark.parametrize("first_wins", [False, True])
+def test_a_folder_renamed_into_place_meanwhile_is_finished_first_not_a_failure(first_wins, tmp_path, monkeypatch):
     """Between atomic_dir's look at the target and its rename, another process may rename its own
-    copy there: the kernel's ENOTEMPTY must reach the caller as FileExistsError."""
+    copy there: the kernel's ENOTEMPTY must reach the caller as FileExistsError, or, for a cache
+    (`first_wins`), leave the other's folder in place with no error."""
     target, real_replace = tmp_path / "cache", os.replace
 
     def another_process_renames_first(src, dst):
@@ -101,6 +103,24 @@ def test_a_folder_renamed_into_place_meanwhile_is_finished_first_not_a_failure(t
         real_replace(src, dst)
 
     monkeypatch.setattr(fileio.os, "replace", another_process_renames_first)
-    with pytest.raises(FileExistsError), fileio.atomic_dir(target) as tmp:
-        (tmp / "ours").write_text("y")
+    if first_wins:
+        with fileio.atomic_dir(target, first_wins=True) as tmp:
+            (tmp / "ours").write_text("y")
+    else:
+        with pytest.raises(FileExistsError), fileio.atomic_dir(target) as tmp:
+            (tmp / "ours").write_text("y")
     assert [p.name for p in target.iterdir()] == ["theirs"] and [p.name for p in tmp_path.iterdir()] == ["cache"]
+
+
+def test_first_wins_keeps_a_finished_folder_but_hides_no_error_of_the_body(tmp_path):
+    """A cache folder another writer finished is kept as it is; a FileExistsError raised by the
+    body itself (its own bug, not a race) still reaches the caller, and nothing is left behind."""
+    target = tmp_path / "cache"
+    target.mkdir()
+    (target / "theirs").write_text("x")
+    with fileio.atomic_dir(target, first_wins=True, overwrite=True) as tmp:
+        (tmp / "ours").write_text("y")
+    assert [p.name for p in target.iterdir()] == ["theirs"]
+    with pytest.raises(FileExistsError, match="made twice"), fileio.atomic_dir(tmp_path / "new", first_wins=True):
+        raise FileExistsError("made twice")
+    assert [p.name for p in tmp_path.iterdir()] == ["cache"]
