@@ -39,6 +39,13 @@ from searchgrpo.http_exchange import StatusError, exchange, json_headers
 SLOT_CONTEXT = 4096
 """Context tokens per slot: a checker prompt with max_doc_chars of text stays far below it."""
 
+SERVER_POLL = 0
+"""llama.cpp's busy-wait level (0-100; its own default is 50): how long its threads spin for more
+work before they sleep. Spinning gains nothing measurable on a quiet machine and, beside busy
+neighbours (a trainer, other jobs on a shared box), burns the cores they need: labelling the same
+documents on 2 cores beside two CPU-bound processes took half the wall and CPU time at 0 (medians
+of three runs; quiet, 0.98x; `python benchmarks/server_poll.py`, docs/performance.md)."""
+
 
 def default_threads() -> int:
     """Every core, at most 8.
@@ -88,6 +95,7 @@ class EmbeddedServer:
         api_key: str | None = None,
         lora: str | Path | None = None,
         slot_context: int = 0,
+        poll: int = SERVER_POLL,
     ) -> None:
         self.gguf = Path(gguf).expanduser()
         self.host = host
@@ -100,6 +108,7 @@ class EmbeddedServer:
         self.lora = Path(lora) if lora else None
         """A GGUF LoRA adapter applied to every request (the server sampler's policy), or None."""
         self.slot_context = slot_context or SLOT_CONTEXT
+        self.poll = poll
         self._server: Any = None
         self._lock = threading.Lock()
 
@@ -131,6 +140,7 @@ class EmbeddedServer:
             params.lora_adapters = [xllamacpp.CommonAdapterLoraInfo(str(self.lora), 1.0)]
         params.cpuparams.n_threads = self.threads
         params.cpuparams_batch.n_threads = self.threads
+        params.cpuparams.poll = params.cpuparams_batch.poll = self.poll
         params.verbosity = 0  # llama.cpp's logs would flood the console
         if self.api_key:
             params.api_keys = [self.api_key]
