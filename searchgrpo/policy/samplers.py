@@ -36,6 +36,11 @@ class Sampler(Protocol):
         seeds: Sequence[int],
     ) -> list[list[Completion]]: ...
 
+    def take_publish_s(self) -> float:
+        """Seconds spent handing the policy's weights to the sampling engine since the last call
+        (a step's `sampler/publish_s`); 0 for an engine that samples from the policy itself."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -69,6 +74,9 @@ class LocalSampler:
             seeds=seeds,
             decoder=self.decoder,
         )
+
+    def take_publish_s(self) -> float:
+        return 0.0
 
     def close(self) -> None:
         pass

@@ -113,7 +113,9 @@ class ServerSampler:
         self.server: EmbeddedServer | None = None
         self.published: str | None = None
         self.publish_s = 0.0
-        """Seconds the last adapter change took (write the file, restart the server); 0 if none."""
+        """Seconds the last `sample` call spent publishing (write the file, restart the server); 0
+        when the server already had the adapter."""
+        self._publish_total_s = 0.0
         self._flip = 0
 
     @classmethod
@@ -157,6 +159,13 @@ class ServerSampler:
         ).start()
         self.published = key
         self.publish_s = time.perf_counter() - start
+        self._publish_total_s += self.publish_s
+
+    def take_publish_s(self) -> float:
+        """Seconds spent publishing since the last call: a step's share, over every `sample` call
+        of the step (dynamic sampling's later rounds find the adapter published and add 0)."""
+        spent, self._publish_total_s = self._publish_total_s, 0.0
+        return spent
 
     # ------------------------------------------------------------------ sampling
 

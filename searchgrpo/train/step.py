@@ -43,6 +43,7 @@ from searchgrpo.env.reward import COMPONENTS
 from searchgrpo.env.search_round import SearchRoundEnv
 from searchgrpo.policy.logprobs import GroupBatch, SequenceBatch, batch_logprobs, layout_batch, stack_padded
 from searchgrpo.policy.model import Policy
+from searchgrpo.policy.samplers import Sampler
 from searchgrpo.train.clue_weights import batch_token_weights, row_advantages
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.grpo import LossStats, group_advantages, grpo_loss
@@ -77,7 +78,7 @@ def grpo_step(
     seed_of: Callable[[SearchState, int], int],
     refill: Refill | None = None,
     dist: Dist | None = None,
-    sampler: Any = None,
+    sampler: Sampler | None = None,
 ) -> StepOutcome:
     """Run one GRPO step on the step's `states` (every rank's, in step order): sampling, scoring
     and dynamic sampling (`rollouts.collect_groups`), then the update on this rank's share.
@@ -107,7 +108,7 @@ def update(
     *,
     dist: Dist | None = None,
     watch: Stopwatch | None = None,
-    sampler: Any = None,
+    sampler: Sampler | None = None,
 ) -> StepOutcome:
     """The clipped, KL-penalised policy-gradient update on this rank's share of `rollouts`. Groups
     sampled before the weights last moved carry their old log-probs (`ScoredGroup.old_logp`, a
@@ -217,7 +218,7 @@ def update(
     )
     metrics.update(rollouts.stats)
     if tis is not None:  # every rank has one: the ranks share one sampler kind
-        metrics.update(tis.metrics(dist, getattr(sampler, "publish_s", 0.0)))
+        metrics.update(tis.metrics(dist, sampler.take_publish_s() if sampler is not None else 0.0))
     advantages = {grp.key: adv[i].tolist() for i, grp in enumerate(batch_groups)}
     return StepOutcome(metrics, rollouts.sampled, advantages, totals.nonfinite)
 
