@@ -15,6 +15,7 @@ import pytest
 from searchgrpo.config import Config
 from searchgrpo.trackers import TRACKER_THREAD_PREFIX
 from tests.helpers.tiny import tiny_config
+from tests.helpers.tiny_gguf import ensure_tiny_gguf
 
 # One OpenMP thread per process (this one, set before torch is imported, and every subprocess a
 # test starts): with one thread per core, a busy neighbour on a small shared machine makes torch's
@@ -55,14 +56,18 @@ def tiny_cfg(tmp_path: Path) -> Config:
     return tiny_config(tmp_path)
 
 
+@pytest.fixture(scope="session")
+def tiny_gguf(searchgrpo_home: Path) -> Path:
+    """A tiny random-weight Llama GGUF (tests/helpers/tiny_gguf.py) for the llama.cpp tests."""
+    return ensure_tiny_gguf(searchgrpo_home)
+
+
 TESTS = Path(__file__).resolve().parent
 FAST_TIER = TESTS / "unit"
 
 
 LONGEST_FILES = (
     "console/test_every_key.py",
-    "integration/policy/test_server_sampler.py",
-    "integration/agents/test_llm_checker.py",
     "integration/train/test_distributed_variants.py",
     "reliability/test_signals.py",
     "reliability/test_faults_training.py",

@@ -187,12 +187,11 @@ def _outward_address() -> str | None:
     return None if address.startswith("127.") else address
 
 
-def test_the_embedded_server_is_not_reachable_from_another_address():
+def test_the_embedded_server_is_not_reachable_from_another_address(tiny_gguf):
     from searchgrpo.agents.server import EmbeddedServer
-    from searchgrpo.embedded import embedded_gguf_path
 
     outward = _outward_address()
-    with EmbeddedServer(embedded_gguf_path(), parallel=1, threads=1) as server:
+    with EmbeddedServer(tiny_gguf, parallel=1, threads=1) as server:
         assert server.base_url.startswith("http://127.0.0.1:")
         assert json.loads(urllib.request.urlopen(server.base_url + "/models", timeout=10).read())["data"]
         if outward is None:

@@ -1,4 +1,5 @@
-"""The LLM checker against the real embedded llama.cpp server (one per module; short requests).
+"""The LLM checker against the real embedded llama.cpp server (one per module; short requests), serving
+the tiny random-weight GGUF (tests/helpers/tiny_gguf.py): grammars keep its replies to the labels.
 
 A recording proxy sits between client and server where a test needs to see the wire: it forwards
 every request unchanged and notes bodies, headers and how many were in flight at once.
@@ -21,7 +22,6 @@ from searchgrpo.data.demo_world import generate_world
 from searchgrpo.data.labels import Label
 from searchgrpo.data.questions import write_questions
 from searchgrpo.data.states import load_states
-from searchgrpo.embedded import embedded_gguf_path
 from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.events import RunFinished, StepFinished
 from searchgrpo.train.trainer import Trainer
@@ -32,7 +32,9 @@ SECRET = "sk-test-not-a-real-key"
 WORLD = generate_world(3, 0, seed=5)
 DOCS = WORLD.documents
 QUESTION = WORLD.questions[0]
-FAST = ("checker.max_tokens=6", "checker.max_doc_chars=240")
+# The tiny GGUF's 1,024-token vocabulary spells a label in up to 10 tokens (IRRELEVANT).
+LABEL_TOKENS = 16
+FAST = (f"checker.max_tokens={LABEL_TOKENS}", "checker.max_doc_chars=240")
 
 
 def requests_for(docs, question=QUESTION):
@@ -40,8 +42,8 @@ def requests_for(docs, question=QUESTION):
 
 
 @pytest.fixture(scope="module")
-def server():
-    with EmbeddedServer(embedded_gguf_path(), parallel=2) as s:
+def server(tiny_gguf):
+    with EmbeddedServer(tiny_gguf, parallel=2) as s:
         yield s
 
 
@@ -108,13 +110,13 @@ def proxy(server):
     p.close()
 
 
-def make_checker(base_url, cache_path, *, concurrency=2, structured="grammar", model="SmolLM2-135M-Instruct"):
+def make_checker(base_url, cache_path, *, concurrency=2, structured="grammar", model="tiny-llama"):
     client = ChatClient(base_url, api_key_env="SEARCHGRPO_TEST_KEY", timeout_s=60)
     return LLMChecker(
         client,
         model,
         structured_output=structured,
-        max_tokens=6,
+        max_tokens=LABEL_TOKENS,
         max_doc_chars=240,
         max_concurrency=concurrency,
         cache=VerdictCache(cache_path),
@@ -154,15 +156,15 @@ def test_labels_cache_concurrency_and_the_request(proxy, tmp_path, monkeypatch):
 
 def test_json_schema_dialect_is_understood_by_llama_cpp(server, tmp_path):
     checker = make_checker(server.base_url, tmp_path / "v.sqlite", structured="json_schema")
-    checker.max_tokens = 24
+    checker.max_tokens = 4 * LABEL_TOKENS  # the JSON object around the label
     verdicts = checker.check(requests_for(DOCS[:2]))
     assert all(v.reason == "llm" for v in verdicts), verdicts
     assert checker.stats()["unparsable"] == 0 and checker.stats()["structured_fallbacks"] == 0
     checker.close()
 
 
-def test_a_restarted_server_is_retried_until_it_answers(tmp_path):
-    server = EmbeddedServer(embedded_gguf_path(), parallel=1).start()
+def test_a_restarted_server_is_retried_until_it_answers(tmp_path, tiny_gguf):
+    server = EmbeddedServer(tiny_gguf, parallel=1).start()
     checker = make_checker(server.base_url, tmp_path / "v.sqlite", concurrency=1)
     server.stop()
     restarter = threading.Timer(1.5, server.start)
@@ -179,7 +181,7 @@ def test_a_restarted_server_is_retried_until_it_answers(tmp_path):
         server.stop()
 
 
-def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, monkeypatch):
+def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, monkeypatch, tiny_gguf):
     import dataclasses
 
     import searchgrpo.policy.samplers as samplers
@@ -193,7 +195,7 @@ def test_training_continues_when_the_server_returns_with_no_step_lost(tmp_path, 
         return [[dataclasses.replace(c, text="founder company\nuniversity city born") for c in g] for g in groups]
 
     monkeypatch.setattr(samplers, "generate", generate_real_clues)
-    server = EmbeddedServer(embedded_gguf_path(), parallel=2).start()
+    server = EmbeddedServer(tiny_gguf, parallel=2).start()
     cfg = tiny_config(
         tmp_path,
         "checker.backend=llm",

@@ -1,21 +1,40 @@
-"""The server sampler tests that train, start a server or run a subprocess (the integration tier);
-the quick ones are in `tests/unit/policy/test_server_sampler.py`."""
+"""The server sampler tests that train, start a server or run a subprocess (the integration tier),
+on the tiny random-weight GGUF (tests/helpers/tiny_gguf.py) as the policy's base; the quick ones
+are in `tests/unit/policy/test_server_sampler.py`."""
 
 import math
 
 import torch
 
-from tests.unit.policy.test_server_sampler import _smollm2
+from searchgrpo.config import load_config
 
 
-def test_server_samples_from_the_trainers_policy():
+def _gguf_policy(gguf, *overrides):
+    return load_config(
+        None,
+        [
+            f"model.base={gguf}",
+            "model.device=cpu",
+            "train.states_per_step=1",
+            "grpo.num_generations=2",
+            "grpo.max_new_tokens=12",
+            "grpo.max_prompt_tokens=256",
+            "data.demo.questions=12",
+            "data.demo.distractors=20",
+            "data.max_table_rows=2",
+            *overrides,
+        ],
+    )
+
+
+def test_server_samples_from_the_trainers_policy(tiny_gguf):
     """The adapter reaches the server intact: the server's log-probs of its samples are close to
-    the trainer's (the difference is the Q4_1 kernels) and far from the base model's."""
+    the trainer's (the difference is llama.cpp's float32 kernels) and far from the base model's."""
     from searchgrpo.policy.logprobs import make_batch, sequence_logprobs
     from searchgrpo.policy.model import load_policy
     from searchgrpo.policy.server_sampler import ServerSampler
 
-    cfg = _smollm2()
+    cfg = _gguf_policy(tiny_gguf)
     policy = load_policy(cfg)
     torch.manual_seed(0)
     with torch.no_grad():
@@ -47,7 +66,7 @@ def test_server_samples_from_the_trainers_policy():
         known = batch.completion_mask.bool() & torch.isfinite(server)
         to_trainer = float((server - trainer)[known].abs().mean())
         to_base = float((server - base)[known].abs().mean())
-        assert to_trainer < 0.25 and to_trainer < 0.5 * to_base, (to_trainer, to_base)
+        assert to_trainer < 0.05 and to_trainer < 0.1 * to_base, (to_trainer, to_base)
         # A changed adapter is published again; an unchanged one is not.
         sampler.sample([prompt], num_samples=2, max_new_tokens=4, temperature=1.0, top_p=1.0, seeds=[3])
         assert sampler.published == first and sampler.publish_s == 0.0
@@ -59,12 +78,13 @@ def test_server_samples_from_the_trainers_policy():
         sampler.close()
 
 
-def test_training_with_the_server_sampler(tmp_path):
+def test_training_with_the_server_sampler(tmp_path, tiny_gguf):
     from searchgrpo.events import StepFinished
     from searchgrpo.train.trainer import Trainer
 
     # beta > 0: every group enters the loss (with beta 0 a zero-variance group would be skipped).
-    cfg = _smollm2(
+    cfg = _gguf_policy(
+        tiny_gguf,
         "grpo.sampler=server",
         "grpo.beta=0.04",
         "train.max_steps=2",
@@ -80,4 +100,6 @@ def test_training_with_the_server_sampler(tmp_path):
     for m in steps:
         assert math.isfinite(m["loss/total"]) and abs(m["sampler/kl"]) < 0.3 and 0 < m["sampler/abs_logp_diff"] < 0.5
         assert 0.0 <= m["sampler/tis_clipped_frac"] <= 1.0
-    assert steps[0]["sampler/publish_s"] > 0 and steps[1]["sampler/publish_s"] > 0  # the update reached the server
+    # The update reached the server, and a step's publishing counts in that step even when dynamic
+    # sampling drew a second round that found the adapter published (step 1 here: it read 0 before).
+    assert steps[0]["sampler/publish_s"] > 0 and steps[1]["sampler/publish_s"] > 0

@@ -76,24 +76,3 @@ def test_sampler_choice(tiny_cfg):
     cfg = load_config(None, ["model.base=tiny", "grpo.sampler=server"])
     with pytest.raises(UserError, match="GGUF"):
         make_sampler(cfg, SimpleNamespace())
-
-
-# --------------------------------------------------------------------------- SmolLM2 end to end
-
-
-def _smollm2(*overrides):
-    return load_config(
-        None,
-        [
-            "model.base=embedded:smollm2",
-            "model.device=cpu",
-            "train.states_per_step=1",
-            "grpo.num_generations=2",
-            "grpo.max_new_tokens=12",
-            "grpo.max_prompt_tokens=256",
-            "data.demo.questions=12",
-            "data.demo.distractors=20",
-            "data.max_table_rows=2",
-            *overrides,
-        ],
-    )
