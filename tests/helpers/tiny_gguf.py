@@ -16,6 +16,8 @@ from pathlib import Path
 from searchgrpo.fileio import atomic_dir
 
 TINY_GGUF_NAME = "tiny-llama.gguf"
+TINY_GGUF_MODEL = "tiny-llama"
+"""The model name in the file, which llama.cpp serves it as."""
 HIDDEN = 64
 LAYERS = 2
 HEADS = 4
@@ -63,7 +65,7 @@ def ensure_tiny_gguf(folder: Path, seed: int = 0) -> Path:
         writer.add_unk_token_id(tokenizer.unk_token_id)
         writer.add_add_bos_token(False)
         writer.add_chat_template(CHAT_TEMPLATE)
-        writer.add_name("tiny-llama")
+        writer.add_name(TINY_GGUF_MODEL)
         writer.add_context_length(CONTEXT)
         writer.add_embedding_length(HIDDEN)
         writer.add_block_count(LAYERS)

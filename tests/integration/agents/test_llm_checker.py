@@ -26,6 +26,7 @@ from searchgrpo.episodes.collect import collect_to_folder
 from searchgrpo.events import RunFinished, StepFinished
 from searchgrpo.train.trainer import Trainer
 from tests.helpers.tiny import tiny_config
+from tests.helpers.tiny_gguf import TINY_GGUF_MODEL
 from tests.helpers.waiting import wait_until
 
 SECRET = "sk-test-not-a-real-key"
@@ -110,7 +111,7 @@ def proxy(server):
     p.close()
 
 
-def make_checker(base_url, cache_path, *, concurrency=2, structured="grammar", model="tiny-llama"):
+def make_checker(base_url, cache_path, *, concurrency=2, structured="grammar", model=TINY_GGUF_MODEL):
     client = ChatClient(base_url, api_key_env="SEARCHGRPO_TEST_KEY", timeout_s=60)
     return LLMChecker(
         client,
