@@ -16,10 +16,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.searchgrpo-installed
-# The full suite on every core (pytest-xdist); a test file stays on one worker, so its module-scoped
+# The full suite on three pytest-xdist workers: a test file stays on one worker, so its module-scoped
 # fixtures are built once, and files start in collection order, the longest first (tests/conftest.py
-# LONGEST_FILES). `make test WORKERS=1` runs it in one process.
-WORKERS ?= auto
+# LONGEST_FILES). Three, not one per core: a third of the suite's wall time is waiting (Textual's
+# idle waits, servers starting), which a third worker fills on two cores (docs/testing.md).
+# `make test WORKERS=1` runs it in one process, `WORKERS=auto` one worker per core.
+WORKERS ?= 3
 PYTEST_FULL = $(PY) -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 RUNS ?= 1
 
