@@ -74,7 +74,11 @@ def spawn(spec: Spec, log: Path | None) -> Outcome:
         str(result_path),
     ]
     print(
-        f"  {spec.trainer:4s} {Path(spec.model).name} beta={spec.beta} 4bit={spec.load_in_4bit} ...", end="", flush=True
+        f"  {spec.trainer:4s} {Path(spec.model).name} beta={spec.beta} 4bit={spec.load_in_4bit}"
+        + (f" lora.compute={spec.lora_compute} fused_norms={spec.fused_norms}" if spec.trainer == "ours" else "")
+        + " ...",
+        end="",
+        flush=True,
     )
     start = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -97,6 +101,13 @@ def spawn(spec: Spec, log: Path | None) -> Outcome:
     return out
 
 
+def ours_settings(spec: Spec, args: argparse.Namespace) -> Spec:
+    """`spec` with ours' lora.compute and model.fused_norms from the command line."""
+    if spec.trainer != "ours":
+        return spec
+    return dataclasses.replace(spec, lora_compute=args.lora_compute, fused_norms=args.fused_norms)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="cpu", help="cpu | quick | h200 | h200-quick")
@@ -113,6 +124,12 @@ def main() -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="h200: also time our decode on transformers' dynamic cache",
+    )
+    parser.add_argument(
+        "--lora-compute", default="base", choices=["base", "float32"], help="ours' lora.compute (default base)"
+    )
+    parser.add_argument(
+        "--fused-norms", action=argparse.BooleanOptionalAction, default=True, help="ours' model.fused_norms"
     )
     parser.add_argument("--model-dir", default=tempfile.gettempdir(), help="where the random model is saved")
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder for the random model (default: SmolLM2's)")
@@ -138,7 +155,10 @@ def main() -> None:
 
     load_dataset(load_config(None, []))  # build the demo world once, before the runs share it
     rounds = args.rounds or (3 if args.preset == "cpu" else 1)
-    groups = [(label, [s for s in specs if s.trainer in args.trainers]) for label, specs in presets(args.preset, args)]
+    groups = [
+        (label, [ours_settings(s, args) for s in specs if s.trainer in args.trainers])
+        for label, specs in presets(args.preset, args)
+    ]
     groups = [(label, specs) for label, specs in groups if specs]
     log = Path(args.log) if args.log else None
     results: dict[str, dict[str, list[Outcome]]] = {label: {} for label, _ in groups}

@@ -35,6 +35,8 @@ class Spec:
     threads: int | None = None
     lora_r: int = 16
     lora_alpha: float = 32.0
+    lora_compute: str = "base"  # ours' lora.compute; TRL's products follow its own autocast
+    fused_norms: bool = True  # ours' model.fused_norms; TRL runs transformers' norms
     lr: float = 5e-5
     decode_probe: bool = False
 
@@ -69,6 +71,8 @@ def base_overrides(spec: Spec) -> list[str]:
         f"model.load_in_4bit={str(spec.load_in_4bit).lower()}",
         f"lora.r={spec.lora_r}",
         f"lora.alpha={spec.lora_alpha}",
+        f"lora.compute={spec.lora_compute}",
+        f"model.fused_norms={str(spec.fused_norms).lower()}",
         f"grpo.num_generations={spec.k}",
         f"grpo.max_new_tokens={spec.max_new_tokens}",
         f"grpo.beta={spec.beta}",

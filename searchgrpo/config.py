@@ -131,13 +131,18 @@ class ModelConfig:
     """Where the policy runs: auto (CUDA when available), cpu, cuda or cuda:N."""
 
     load_in_4bit: bool = False
-    """Load the frozen base in 4-bit NF4 through bitsandbytes (CUDA only). LoRA weights stay 16-bit."""
+    """Load the frozen base in 4-bit NF4 through bitsandbytes (CUDA only). The LoRA weights stay float32."""
 
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, about 30% more compute."""
 
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     """The attention kernel transformers uses."""
+
+    fused_norms: bool = True
+    """On CUDA, run the model's RMS norms (Llama, Mistral, Qwen2, Qwen3) as torch's fused `rms_norm`,
+    one kernel forward and one backward instead of about eight each: the same function, rounded once
+    instead of twice (policy/fused_norms.py). No effect on CPU."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,13 @@ class LoraConfig:
 
     target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
     """Module names to adapt, or ["all-linear"] for every linear layer but the output head."""
+
+    compute: Literal["base", "float32"] = "base"
+    """The dtype of the adapter's products on a 16-bit base (its weights stay float32 either way):
+    `base` multiplies in the base's dtype and adds into the base layer's output (mixed-precision
+    training, as transformers' Trainer and TRL do under bf16 autocast, and as the `fused` decoder
+    samples); `float32` keeps peft's own path, which casts every adapted layer's input and output
+    to float32. No effect on a float32 base or a 4-bit one (policy/lora_compute.py)."""
 
 
 @dataclass(frozen=True)

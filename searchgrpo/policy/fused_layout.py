@@ -24,12 +24,10 @@ class Unsupported(Exception):
     """A layer that the lean decode paths do not reproduce (several adapters, DoRA, ...)."""
 
 
-def lora_factors(module: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(A^T [in, r], scaling * B^T [r, out]) in `dtype` of a peft LoRA layer's active adapter.
-
-    None when the layer computes its base layer alone (adapters merged, disabled or absent);
-    `Unsupported` for anything but one plain linear adapter.
-    """
+def plain_adapter(module: Any) -> str | None:
+    """The name of a peft LoRA layer's one active adapter, a plain linear one (no bias, DoRA or
+    other variant). None when the layer computes its base layer alone (adapters merged, disabled or
+    absent); `Unsupported` for anything else."""
     if module.merged or module.disable_adapters:
         return None
     names = [n for n in module.active_adapters if n in module.lora_A]
@@ -46,6 +44,16 @@ def lora_factors(module: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.T
         or getattr(module, "use_dora", {}).get(name, False)
     ):
         raise Unsupported(type(module).__name__)
+    return name
+
+
+def lora_factors(module: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(A^T [in, r], scaling * B^T [r, out]) in `dtype` of a peft LoRA layer's active adapter, or
+    None and `Unsupported` as `plain_adapter` says."""
+    name = plain_adapter(module)
+    if name is None:
+        return None
+    lora_a, lora_b = module.lora_A[name], module.lora_B[name]
     a = lora_a.weight.detach().to(dtype).t()
     b = (lora_b.weight.detach() * module.scaling[name]).to(dtype).t()
     return a, b

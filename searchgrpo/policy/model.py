@@ -257,6 +257,10 @@ def load_base_model(mc: ModelConfig, base: BaseModel, device: Any, dtype: Any) -
     model = load_pretrained_checked(base.path, "model.base", **kwargs)
     if not mc.load_in_4bit:
         model.to(device)
+    if mc.fused_norms and device.type == "cuda":
+        from searchgrpo.policy.fused_norms import use_fused_norms
+
+        use_fused_norms(model)
     return model
 
 
@@ -317,6 +321,10 @@ def with_adapter(cfg: Config, model: Any, adapter: Path | None) -> Any:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             model.enable_input_require_grads()
     # peft keeps adapter weights in float32 on a 16-bit base (autocast_adapter_dtype).
+    if cfg.lora.compute == "base":
+        from searchgrpo.policy.lora_compute import use_base_dtype_products
+
+        use_base_dtype_products(model)
     model.config.use_cache = False
     return model
 

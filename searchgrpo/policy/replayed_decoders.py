@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
+from types import MethodType
 from typing import Any
 
 import torch
@@ -26,7 +27,8 @@ from searchgrpo.policy.decoders import (
     cache_argument,
 )
 from searchgrpo.policy.fused_decode import FusedStep
-from searchgrpo.policy.fused_layout import RMS_NORMS, Unsupported, fused_layout, lora_factors
+from searchgrpo.policy.fused_layout import Unsupported, fused_layout, lora_factors
+from searchgrpo.policy.fused_norms import fused_rms_norm_forward, is_rms_norm
 from searchgrpo.policy.split_attention import chunk_mask, split_mask_
 
 
@@ -53,20 +55,25 @@ class DecodeShortcuts:
             forward = None
             if isinstance(module, LoraLayer):
                 forward = _lean_lora(module, dtype)
-            elif type(module).__name__ in RMS_NORMS and hasattr(module, "variance_epsilon"):
-                forward = _fused_rms_norm(module)
+            elif is_rms_norm(module):
+                forward = MethodType(fused_rms_norm_forward, module)
             if forward is not None:
                 self.forwards[module] = forward
 
     @contextlib.contextmanager
     def applied(self) -> Iterator[None]:
+        # A module's own forward may itself be an instance attribute (`lora.compute: base`): restored after.
+        before = {module: vars(module).get("forward") for module in self.forwards}
         for module, forward in self.forwards.items():
             module.forward = forward
         try:
             yield
         finally:
-            for module in self.forwards:
-                del module.forward
+            for module, forward in before.items():
+                if forward is None:
+                    del module.forward
+                else:
+                    module.forward = forward
 
 
 def _lean_lora(module: Any, dtype: torch.dtype) -> Any:
@@ -84,15 +91,6 @@ def _lean_lora(module: Any, dtype: torch.dtype) -> Any:
         low = x.reshape(-1, x.shape[-1]).to(dtype) @ a
         out.view(-1, out.shape[-1]).addmm_(low, b)  # in place: no copy of the base output
         return out
-
-    return forward
-
-
-def _fused_rms_norm(module: Any) -> Any:
-    weight, eps = module.weight, module.variance_epsilon
-
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
 
     return forward
 
