@@ -437,6 +437,12 @@ class TrainConfig:
     )
     """The run's folder name (null: a timestamp). `--resume` continues the named run."""
 
+    init_adapter: str | None = None
+    """Start a new run's adapter from a checkpoint (`runs/<id>/checkpoints/step-N`) or an adapter
+    folder instead of a fresh one: its weights, with a new optimiser, schedule and step count (for
+    example round credit first, then episode credit). Its rank, alpha and targets must be the
+    `lora` section's. A resumed run that has a checkpoint continues from that checkpoint instead."""
+
     stop_on_judge_drift: bool = False
     """Stop the run, with a checkpoint, when the hack radar warns of judge drift (the checker's
     IMPORTANT rate of retrieved documents rising while its precision against gold falls; rule in
