@@ -61,8 +61,20 @@ def main() -> None:
     from searchgrpo.world import make_env
 
     folder = make_random_model(Path(args.model_dir) / args.shape, Path(args.tokenizer), args.shape)
-    spec = Spec("ours", str(folder), 0.04, device=args.device, states=4, k=8, max_new_tokens=128, micro_batch=8)
-    spec.prompt_tokens, spec.gradient_checkpointing, spec.warmup, spec.steps = 1024, True, 3, 1
+    spec = Spec(
+        "ours",
+        str(folder),
+        0.04,
+        device=args.device,
+        states=4,
+        k=8,
+        max_new_tokens=128,
+        micro_batch=8,
+        prompt_tokens=1024,
+        gradient_checkpointing=True,
+        warmup=3,
+        steps=1,
+    )
     cfg = load_config(None, [*base_overrides(spec), *args.set])
     policy = load_policy(cfg)
     ds, states, prompts = workload(spec, cfg, policy.tokenizer)

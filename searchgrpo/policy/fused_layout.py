@@ -17,6 +17,13 @@ import torch.nn.functional as F
 
 LAYERS = ("LlamaDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer")
 RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
+
+
+def is_rms_norm(module: Any) -> bool:
+    """A Llama-style RMSNorm (a weight and `variance_epsilon`)."""
+    return type(module).__name__ in RMS_NORMS and hasattr(module, "variance_epsilon")
+
+
 SILU = ("SiLU", "SiLUActivation")
 
 
@@ -99,7 +106,7 @@ def projection(module: Any, dtype: torch.dtype) -> Projection:
 
 
 def _norm(module: Any) -> tuple[torch.Tensor, float]:
-    if type(module).__name__ not in RMS_NORMS or not hasattr(module, "variance_epsilon"):
+    if not is_rms_norm(module):
         raise Unsupported(type(module).__name__)
     return module.weight.detach(), float(module.variance_epsilon)
 

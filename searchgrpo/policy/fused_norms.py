@@ -15,16 +15,12 @@ from typing import Any
 
 import torch
 
-from searchgrpo.policy.fused_layout import RMS_NORMS
+from searchgrpo.policy.fused_layout import is_rms_norm
 
 
 def fused_rms_norm_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     """A Llama-style RMSNorm's forward as torch's `rms_norm`."""
     return torch.nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.variance_epsilon)
-
-
-def is_rms_norm(module: Any) -> bool:
-    return type(module).__name__ in RMS_NORMS and hasattr(module, "variance_epsilon")
 
 
 def use_fused_norms(model: Any) -> int:

@@ -10,6 +10,8 @@
   against the base (every adapted layer exists with the shapes its matrices need), from the
   safetensors headers alone, so that eval and merge refuse an adapter of another model before
   any weight loads.
+- `check_adapter_lora`: an adapter's rank, alpha and targets against the `lora` section, for
+  `train.init_adapter` (peft would load it with its own).
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ import json
 import re
 import struct
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from searchgrpo.errors import UserError, one_line
+
+if TYPE_CHECKING:
+    from searchgrpo.config import LoraConfig
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 """The largest safetensors header the library itself reads."""
@@ -115,7 +120,8 @@ def _shapes(folder: Path) -> dict[str, list[int]]:
     return shapes
 
 
-def _adapter_config(adapter: Path) -> dict[str, Any]:
+def adapter_config(adapter: Path) -> dict[str, Any]:
+    """The adapter's adapter_config.json, or one clear line naming it when it cannot be read."""
     try:
         config = json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -140,7 +146,7 @@ def adapter_fit(adapter: Path, base: Path) -> None:
         raise UserError(
             f"{where}: cannot read the adapter or base model's tensor headers ({one_line(exc, 160)})"
         ) from None
-    config = _adapter_config(adapter)
+    config = adapter_config(adapter)
     rank = config.get("r")
     patterns = config.get("rank_pattern") or {}
     targets = config.get("target_modules")
@@ -212,3 +218,23 @@ def model_digest(folder: Path) -> str:
             fh.seek(max(size - DIGEST_EDGE_BYTES, 0))
             h.update(fh.read(DIGEST_EDGE_BYTES))
     return h.hexdigest()[:16]
+
+
+def check_adapter_lora(adapter: Path, lora: LoraConfig, what: str) -> None:
+    """Raise a one-line UserError, naming `what`, unless the adapter in `adapter` has the `lora`
+    section's rank, alpha and (where the section names them) targets: peft loads an adapter with
+    its own, which would silently win over the config."""
+    saved = adapter_config(adapter)
+    pairs: list[tuple[str, Any, Any]] = [
+        ("lora.r", lora.r, saved.get("r")),
+        ("lora.alpha", lora.alpha, saved.get("lora_alpha")),
+    ]
+    saved_targets = saved.get("target_modules")
+    if lora.target_modules != ["all-linear"] and isinstance(saved_targets, list):  # peft saves all-linear resolved
+        pairs.append(("lora.target_modules", sorted(lora.target_modules), sorted(saved_targets)))
+    for key, ours, theirs in pairs:
+        if ours != theirs:
+            raise UserError(
+                f"{what}: its adapter has {key} = {theirs}, but this config has {ours}; "
+                f"set {key} to match, or start from a fresh adapter"
+            )

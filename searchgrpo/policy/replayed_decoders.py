@@ -27,8 +27,8 @@ from searchgrpo.policy.decoders import (
     cache_argument,
 )
 from searchgrpo.policy.fused_decode import FusedStep
-from searchgrpo.policy.fused_layout import Unsupported, fused_layout, lora_factors
-from searchgrpo.policy.fused_norms import fused_rms_norm_forward, is_rms_norm
+from searchgrpo.policy.fused_layout import Unsupported, fused_layout, is_rms_norm, lora_factors
+from searchgrpo.policy.fused_norms import fused_rms_norm_forward
 from searchgrpo.policy.split_attention import chunk_mask, split_mask_
 
 

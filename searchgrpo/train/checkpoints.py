@@ -32,13 +32,10 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from searchgrpo.errors import UserError, one_line
 from searchgrpo.fileio import TMP_MARK, atomic_dir, remove_stale_temporaries
-
-if TYPE_CHECKING:
-    from searchgrpo.config import Config
 
 CHECKPOINT_DIR = "checkpoints"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
@@ -379,32 +376,4 @@ def checkpoint_adapter(path: str | Path, base_model: str, *, flag: str = "--chec
         trained_on = state.get("base_model") if isinstance(state, dict) else None
         if trained_on is not None and trained_on != base_model:
             raise UserError(f"{flag} {p}: trained on base model {trained_on!r}, but model.base = {base_model!r}")
-    return adapter
-
-
-def init_adapter(path: str, cfg: Config) -> Path:
-    """The adapter folder of `train.init_adapter` (a checkpoint or an adapter folder), refused in
-    one line when it is not one, was trained on another base model, or is of another shape than
-    the `lora` section (its own rank, alpha and targets would silently win)."""
-    adapter = checkpoint_adapter(path, cfg.model.base, flag="train.init_adapter")
-    try:
-        saved = json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"train.init_adapter {path}: adapter_config.json cannot be read ({one_line(exc, 120)})"
-        ) from None
-    lora = cfg.lora
-    pairs: list[tuple[str, Any, Any]] = [
-        ("lora.r", lora.r, saved.get("r")),
-        ("lora.alpha", lora.alpha, saved.get("lora_alpha")),
-    ]
-    saved_targets = saved.get("target_modules")
-    if lora.target_modules != ["all-linear"] and isinstance(saved_targets, list):  # peft saves all-linear resolved
-        pairs.append(("lora.target_modules", sorted(lora.target_modules), sorted(saved_targets)))
-    for key, ours, theirs in pairs:
-        if ours != theirs:
-            raise UserError(
-                f"train.init_adapter {path}: its adapter has {key} = {theirs}, but this config has {ours}; "
-                f"set {key} to match, or start from a fresh adapter"
-            )
     return adapter

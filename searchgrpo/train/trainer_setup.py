@@ -32,7 +32,7 @@ from searchgrpo.errors import UserError
 from searchgrpo.events import EventSink, LogMessage
 from searchgrpo.policy.samplers import Sampler
 from searchgrpo.policy.sampling import Prompts
-from searchgrpo.train.checkpoints import CheckpointInfo, check_base_model, init_adapter, newest_usable
+from searchgrpo.train.checkpoints import CheckpointInfo, check_base_model, checkpoint_adapter, newest_usable
 from searchgrpo.train.control import TrainerControl
 from searchgrpo.train.distributed import Dist
 from searchgrpo.train.informative_pool import make_pool
@@ -198,11 +198,13 @@ class TrainerSetup:
         start_from = self.cfg.train.init_adapter
         if start_from is not None and self.resume and newest_usable(self.run_dir) is not None:
             start_from = None  # the run's own checkpoint holds its adapter
-        adapter = init_adapter(start_from, self.cfg) if start_from is not None else None
-        if adapter is not None:
-            from searchgrpo.policy.model_files import adapter_fit
+        adapter = None
+        if start_from is not None:
+            from searchgrpo.policy.model_files import adapter_fit, check_adapter_lora
 
             assert self.base is not None
+            adapter = checkpoint_adapter(start_from, self.cfg.model.base, flag="train.init_adapter")
+            check_adapter_lora(adapter, self.cfg.lora, f"train.init_adapter {start_from}")
             adapter_fit(adapter, self.base.path)  # its layers and shapes, before any weight loads
             self.sink(LogMessage("info", f"adapter: starting from {adapter} (train.init_adapter)"))
         with self.dist.main_first():

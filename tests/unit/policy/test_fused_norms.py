@@ -3,7 +3,8 @@ gradients), and only on CUDA (searchgrpo/policy/fused_norms.py)."""
 
 import torch
 
-from searchgrpo.policy.fused_norms import fused_rms_norm_forward, is_rms_norm, use_fused_norms
+from searchgrpo.policy.fused_layout import is_rms_norm
+from searchgrpo.policy.fused_norms import fused_rms_norm_forward, use_fused_norms
 from searchgrpo.policy.model import load_policy
 from tests.helpers.tiny import tiny_config
 
