@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 BENCHMARKS = str(Path(__file__).resolve().parent)
 if BENCHMARKS not in sys.path:  # siblings are imported by bare name, however this module was imported
@@ -12,6 +13,22 @@ if BENCHMARKS not in sys.path:  # siblings are imported by bare name, however th
 
 from grpo_vs_trl_spec import Spec  # noqa: E402
 from random_model import make_random_model  # noqa: E402
+
+
+def h200_work(device: str, *, warmup: int, steps: int) -> dict[str, Any]:
+    """The h200 presets' workload as Spec fields: 4 states x K=8, 1,024-token prompts, 128 new
+    tokens, one group per micro-batch, gradient checkpointing (benchmarks/loss_profile.py too)."""
+    return dict(
+        device=device,
+        states=4,
+        k=8,
+        max_new_tokens=128,
+        micro_batch=8,
+        prompt_tokens=1024,
+        gradient_checkpointing=True,
+        warmup=warmup,
+        steps=steps,
+    )
 
 
 def presets(name: str, args: argparse.Namespace) -> list[tuple[str, list[Spec]]]:
@@ -36,17 +53,7 @@ def presets(name: str, args: argparse.Namespace) -> list[tuple[str, list[Spec]]]
     if name in ("h200", "h200-quick"):
         shape = "qwen3-8b" if name == "h200" else "qwen3-tiny"
         folder = make_random_model(Path(args.model_dir) / shape, Path(args.tokenizer), shape)
-        common = dict(
-            device=args.device or "cuda",
-            states=4,
-            k=8,
-            max_new_tokens=128,
-            micro_batch=8,
-            prompt_tokens=1024,
-            gradient_checkpointing=True,
-            warmup=1,
-            steps=args.steps or 3,
-        )
+        common = h200_work(args.device or "cuda", warmup=1, steps=args.steps or 3)
         first = args.betas[0]
         out = [
             (

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from grpo_vs_trl_presets import h200_work  # noqa: E402
 from grpo_vs_trl_spec import Spec, base_overrides, sync, workload  # noqa: E402
 from random_model import make_random_model  # noqa: E402
 
@@ -61,20 +62,7 @@ def main() -> None:
     from searchgrpo.world import make_env
 
     folder = make_random_model(Path(args.model_dir) / args.shape, Path(args.tokenizer), args.shape)
-    spec = Spec(
-        "ours",
-        str(folder),
-        0.04,
-        device=args.device,
-        states=4,
-        k=8,
-        max_new_tokens=128,
-        micro_batch=8,
-        prompt_tokens=1024,
-        gradient_checkpointing=True,
-        warmup=3,
-        steps=1,
-    )
+    spec = Spec("ours", str(folder), 0.04, **h200_work(args.device, warmup=3, steps=1))
     cfg = load_config(None, [*base_overrides(spec), *args.set])
     policy = load_policy(cfg)
     ds, states, prompts = workload(spec, cfg, policy.tokenizer)
