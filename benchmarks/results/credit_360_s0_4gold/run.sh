@@ -3,7 +3,7 @@
 # trained on the 408 two-gold 2Wiki questions; held out: their eval split, HotpotQA, and the 92
 # four-gold 2Wiki questions (bridge_comparison), which never enter training. As run on one H200
 # (2026-12-03): the SmolLM2 GGUF at /tmp/smol.gguf, OUT=/tmp/duo, both trainings in parallel.
-# SEED=N runs the same pair at another seed (default 0, as run).
+# SEED=N runs the same pair at another seed (default 0, as run); PREPARE_ONLY=1 stops after the collection.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/duo}; mkdir -p $OUT; SEED=${SEED:-0}
@@ -36,6 +36,7 @@ resolve_base(cfg)
 for name in names:
     collect_question_set(cfg, Path(data) / name)
 PY
+[ -n "${PREPARE_ONLY:-}" ] && exit 0   # the split and the collection alone (../credit_staged_s0/run.sh)
 echo "$(date -u +%T) train" >> $OUT/progress
 common=(--checker gold --seed $SEED --steps ${STEPS:-360} --eval-limit ${EVAL_LIMIT:-300} --episode-limit ${EPISODE_LIMIT:-100}
         --train-set $DATA/2wiki_2gold.jsonl --heldout $DATA/hotpotqa.jsonl --heldout $DATA/2wiki_4gold.jsonl
