@@ -7,6 +7,8 @@
 # episode credit at gamma 0.5, one with round credit (the control for the restart: a new
 # optimiser, and states collected from the untrained policy again instead of the refreshed ones).
 # All three are evaluated with the gold checker on the same held-out questions, then paired.
+# As run on one H100 (2026-12-06): OUT=/tmp/staged (seed 0, the files here) and SEED=1
+# OUT=/tmp/staged1 (../credit_staged_s1); docs/efficacy.md has the results.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/staged}; mkdir -p $OUT; SEED=${SEED:-0}
