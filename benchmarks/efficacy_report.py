@@ -161,4 +161,43 @@ def markdown(results: dict[str, Any]) -> str:
     for g in results["goals"]:
         met = "n/a" if g["met"] is None else "yes" if g["met"] else "**no**"
         lines.append(f"| {g['set']} | {g['goal']} | {g['value']} | {met} |")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *sampling(results)])
+
+
+WINDOW = 60
+"""Steps in each of the sampling table's windows: the first and the last of the run (one window, the
+whole run, when it is no longer)."""
+
+
+def sampling(results: dict[str, Any]) -> list[str]:
+    """Dynamic sampling early and late in training: groups sampled per step for the batch's
+    `train.states_per_step`, the sampled groups that taught nothing, and how often a state's group
+    taught by what its previous group taught (`StatePool.observe`'s counts, summed over the window;
+    issue 23 item 3: the room for a sampler that draws by history)."""
+    steps = [c for c in results["curve"] if "dynamic/sampled_groups" in c]
+    if not steps:
+        return []
+    trained = results["config"]["train"]["states_per_step"]
+
+    def share(window: list[dict[str, float]], kind: str) -> str:
+        groups = sum(c.get(f"dynamic/groups_{kind}", 0.0) for c in window)
+        taught = sum(c.get(f"dynamic/informative_{kind}", 0.0) for c in window)
+        return f"{taught / groups:.2f} ({groups:.0f})" if groups else "n/a"
+
+    lines = [
+        f"| steps | sampled groups per step ({trained} trained) | zero variance / same finds | "
+        "informative: first draw | after an informative group | after an uninformative one |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for window in (steps[:WINDOW], steps[-WINDOW:]) if len(steps) > WINDOW else (steps,):
+
+        def mean(key: str, window: list[dict[str, float]] = window) -> float:
+            return sum(c.get(key, 0.0) for c in window) / len(window)
+
+        lines.append(
+            f"| {window[0]['step']}-{window[-1]['step']} | {mean('dynamic/sampled_groups'):.1f} | "
+            f"{mean('dynamic/frac_zero_std_sampled'):.2f} / {mean('dynamic/frac_same_finds_sampled'):.2f} | "
+            + " | ".join(share(window, kind) for kind in ("first", "after_informative", "after_uninformative"))
+            + " |"
+        )
+    return lines

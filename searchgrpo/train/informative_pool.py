@@ -88,18 +88,20 @@ class InformativePool(StatePool):
     def _refill_order(self, rng: np.random.Generator, states: Sequence[SearchState], index: int) -> list[int]:
         return self._order(rng, states, index)[::-1]  # popped from the end: the most informative first
 
-    def observe(self, index: int, outcomes: Sequence[tuple[str, int]]) -> None:
+    def observe(self, index: int, outcomes: Sequence[tuple[str, int]]) -> dict[str, float]:
         for state_id, usefulness in outcomes:
             if usefulness:
                 self.missed_at[state_id] = index
             else:
                 self.missed_at.pop(state_id, None)
+        return super().observe(index, outcomes)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"missed_at": dict(sorted(self.missed_at.items()))}
+        return {**super().state_dict(), "missed_at": dict(sorted(self.missed_at.items()))}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict`'s memory; a value of the wrong shape raises ValueError."""
+        super().load_state_dict(state)
         missed = (state or {}).get("missed_at", {})
         if not isinstance(missed, dict) or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in missed.values()

@@ -30,6 +30,17 @@ from searchgrpo.seeding import derive_seed
 
 REFRESH_DIR = "refreshed"
 
+HISTORY_KEYS = tuple(
+    f"dynamic/{what}_{kind}"
+    for kind in ("first", "after_informative", "after_uninformative")
+    for what in ("groups", "informative")
+)
+"""A step's sampled groups (`groups_*`) and the informative ones among them (`informative_*`), by
+what the state's previous group taught: never sampled before, informative, uninformative. Summed
+over a window of steps, informative_after_informative / groups_after_informative is how often a
+state that taught teaches again; against the same for the other two, how much a sampler that draws
+by history could save (issue 23 item 3)."""
+
 
 class StatePool:
     """The training states and the order in which steps take them (see the module docstring)."""
@@ -42,6 +53,8 @@ class StatePool:
         self.refreshed: list[SearchState] = []
         self.refreshed_at: int | None = None
         """The step after which the current refreshed states were collected."""
+        self.last_taught: dict[str, bool] = {}
+        """State id -> whether its last sampled group was informative (absent: never sampled)."""
 
     @property
     def steps_per_epoch(self) -> int:
@@ -83,17 +96,32 @@ class StatePool:
 
     # ------------------------------------------------------------------ what states taught
 
-    def observe(self, index: int, outcomes: Sequence[tuple[str, int]]) -> None:
-        """Step `index` sampled these (state id, usefulness) groups (`Rollouts.outcomes`). The epoch
-        order does not use them; `informative_pool.InformativePool` does."""
+    def observe(self, index: int, outcomes: Sequence[tuple[str, int]]) -> dict[str, float]:
+        """Step `index` sampled these (state id, usefulness) groups (`Rollouts.outcomes`, usefulness 0:
+        informative). The epoch order does not draw by them (`informative_pool.InformativePool`
+        does); every pool counts them by what the state's previous group taught (`HISTORY_KEYS`),
+        the evidence for or against drawing by a state's history."""
+        counts = dict.fromkeys(HISTORY_KEYS, 0.0)
+        for state_id, usefulness in outcomes:
+            before = self.last_taught.get(state_id)
+            kind = "first" if before is None else "after_informative" if before else "after_uninformative"
+            counts[f"dynamic/groups_{kind}"] += 1
+            counts[f"dynamic/informative_{kind}"] += usefulness == 0
+            self.last_taught[state_id] = usefulness == 0
+        return counts
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint must keep for a resumed run to draw the same states (nothing here:
-        every choice is a function of the seed and the step)."""
-        return {}
+        """What a checkpoint must keep for a resumed run to go on as an uninterrupted one would: what
+        each state's last group taught (the order itself is a function of the seed and the step)."""
+        return {"last_taught": dict(sorted(self.last_taught.items()))}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned (a resumed run)."""
+        """Restore what `state_dict` returned (a resumed run; a checkpoint without it: nothing known);
+        a value of the wrong shape raises ValueError."""
+        taught = (state or {}).get("last_taught", {})
+        if not isinstance(taught, dict) or not all(isinstance(v, bool) for v in taught.values()):
+            raise ValueError("last_taught must map state ids to true or false")
+        self.last_taught = {str(k): v for k, v in taught.items()}
 
     # ------------------------------------------------------------------ on-policy states
 

@@ -135,7 +135,7 @@ class StepRunner:
             keep_old=self.pipelined,
             credit=self._credit_hook(watch),
         )
-        self.pool.observe(index, rollouts.outcomes)  # before the next step's states are drawn
+        history = self.pool.observe(index, rollouts.outcomes)  # before the next step's states are drawn
         if self.pipelined and index + 1 < self.total_steps:
             self._sampling = (index + 1, [p.detach().clone() for p in self.policy.trainable_parameters()])
             if next_wanted:
@@ -150,6 +150,7 @@ class StepRunner:
             watch=watch,
             sampler=self.sampler,
         )
+        outcome.metrics.update(history)
         if self.credit is not None:
             outcome.metrics.update(self.credit.step_metrics(self.dist))
             step_time = outcome.metrics.get("time/step", 0.0)

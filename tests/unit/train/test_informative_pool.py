@@ -5,7 +5,7 @@ import pytest
 
 from searchgrpo.data.traces import RoundState, SearchState
 from searchgrpo.train.informative_pool import InformativePool, weighted_order
-from searchgrpo.train.state_pool import StatePool
+from searchgrpo.train.state_pool import HISTORY_KEYS, StatePool
 
 
 def states(n):
@@ -54,12 +54,37 @@ def test_draws_are_seeded_and_resume_from_the_saved_memory():
     assert a.state_dict()["missed_at"] and all(isinstance(v, int) for v in a.state_dict()["missed_at"].values())
 
 
-def test_the_epoch_pool_keeps_its_order_and_remembers_nothing():
+def test_the_epoch_pool_keeps_its_order_whatever_the_states_taught():
     pool = StatePool(states(12), 3, seed=0)
     before = [pool.states_for_step(i) for i in range(8)]
     pool.observe(0, [("s000", 2)])
-    assert [pool.states_for_step(i) for i in range(8)] == before and pool.state_dict() == {}
+    assert [pool.states_for_step(i) for i in range(8)] == before
+    assert pool.state_dict() == {"last_taught": {"s000": False}}
     assert pool.states_for_step(4)[0] == 1  # 4 steps an epoch
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: StatePool(states(6), 2, seed=0), lambda: InformativePool(states(6), 2, seed=0)]
+)
+def test_each_steps_groups_are_counted_by_what_their_states_taught_before(make):
+    pool = make()
+    first = pool.observe(0, [("s000", 0), ("s001", 2), ("s002", 1)])
+    assert first == {**dict.fromkeys(HISTORY_KEYS, 0.0), "dynamic/groups_first": 3, "dynamic/informative_first": 1}
+    # s000 taught and teaches again; s001 (zero variance) now teaches; s002 (same finds) still does
+    # not; s003 is new and teaches nothing.
+    second = pool.observe(1, [("s000", 0), ("s001", 0), ("s002", 1), ("s003", 2)])
+    assert second == {
+        "dynamic/groups_first": 1,
+        "dynamic/informative_first": 0,
+        "dynamic/groups_after_informative": 1,
+        "dynamic/informative_after_informative": 1,
+        "dynamic/groups_after_uninformative": 2,
+        "dynamic/informative_after_uninformative": 1,
+    }
+    resumed = make()
+    resumed.load_state_dict(pool.state_dict())
+    assert resumed.observe(2, [("s002", 0), ("s004", 0)]) == pool.observe(2, [("s002", 0), ("s004", 0)])
+    assert pool.state_dict()["last_taught"] == {"s000": True, "s001": True, "s002": True, "s003": False, "s004": True}
 
 
 def test_refreshed_states_are_mixed_in_by_the_same_weights():
@@ -74,3 +99,10 @@ def test_refreshed_states_are_mixed_in_by_the_same_weights():
 def test_a_broken_memory_is_refused(bad):
     with pytest.raises(ValueError, match="missed_at"):
         InformativePool(states(4), 2, seed=0).load_state_dict(bad)
+
+
+@pytest.mark.parametrize("pool_class", [StatePool, InformativePool])
+@pytest.mark.parametrize("bad", [{"last_taught": {"s000": 1}}, {"last_taught": ["s000"]}])
+def test_a_broken_history_is_refused(pool_class, bad):
+    with pytest.raises(ValueError, match="last_taught"):
+        pool_class(states(4), 2, seed=0).load_state_dict(bad)
