@@ -89,7 +89,7 @@ def test_two_steps_change_lora_but_not_the_base(tmp_path):
 
 def test_checkpoint_holds_everything_to_resume(tmp_path):
     cfg = tiny_config(tmp_path, "train.max_steps=2", "train.save_every=1", "train.keep_last=1")
-    _, summary, _ = run(cfg)
+    _, summary, events = run(cfg)
     found = list_checkpoints(summary.run_dir)
     assert [c.step for c in found] == [2]  # keep_last
     ckpt = found[0].path
@@ -105,6 +105,10 @@ def test_checkpoint_holds_everything_to_resume(tmp_path):
     assert "torch_cpu" in load_file(str(ckpt / "rng.safetensors"))
     state = json.loads((ckpt / "trainer_state.json").read_text())
     assert state["step"] == 2 and state["base_model"] == "tiny"
+    # What each sampled state's group taught (under the default filter, `reward`: its rewards
+    # differ), so that a resumed run counts dynamic/*_after_* on.
+    sampled = {e.state_id: not e.zero_std for e in events if isinstance(e, GroupScored)}
+    assert state["state_pool"] == {"last_taught": sampled} and len(sampled) >= 4
     assert torch.load(ckpt / "optimizer.pt", weights_only=True)["state"]
     assert (summary.run_dir / "config.yaml").is_file()
 
