@@ -9,6 +9,8 @@
   replayed with the current adapter as the Executor. Once there are some, each of a step's
   states is swapped, with probability `train.refresh_mix`, for one of them. They are saved in the
   run folder (`refreshed/step-N.json`) so a resumed run trains on the same ones.
+- What each state's last group taught (`observe`): each step's sampled groups are counted by it
+  (`HISTORY_KEYS`, logged with the step's metrics), and it is kept in each checkpoint.
 
 Every choice is a function of (train.seed, step), so a resumed run and N data-parallel processes
 see the same states as one uninterrupted process.
