@@ -179,6 +179,9 @@ def sampling(results: dict[str, Any]) -> list[str]:
         return []
     trained = results["config"]["train"]["states_per_step"]
 
+    def mean(window: list[dict[str, float]], key: str) -> float:
+        return sum(c.get(key, 0.0) for c in window) / len(window)
+
     def share(window: list[dict[str, float]], kind: str) -> str:
         groups = sum(c.get(f"dynamic/groups_{kind}", 0.0) for c in window)
         taught = sum(c.get(f"dynamic/informative_{kind}", 0.0) for c in window)
@@ -190,13 +193,10 @@ def sampling(results: dict[str, Any]) -> list[str]:
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for window in (steps[:WINDOW], steps[-WINDOW:]) if len(steps) > WINDOW else (steps,):
-
-        def mean(key: str, window: list[dict[str, float]] = window) -> float:
-            return sum(c.get(key, 0.0) for c in window) / len(window)
-
+        zero, same = (mean(window, f"dynamic/frac_{k}_sampled") for k in ("zero_std", "same_finds"))
         lines.append(
-            f"| {window[0]['step']}-{window[-1]['step']} | {mean('dynamic/sampled_groups'):.1f} | "
-            f"{mean('dynamic/frac_zero_std_sampled'):.2f} / {mean('dynamic/frac_same_finds_sampled'):.2f} | "
+            f"| {window[0]['step']}-{window[-1]['step']} | {mean(window, 'dynamic/sampled_groups'):.1f} | "
+            f"{zero:.2f} / {same:.2f} | "
             + " | ".join(share(window, kind) for kind in ("first", "after_informative", "after_uninformative"))
             + " |"
         )
