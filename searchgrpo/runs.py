@@ -54,6 +54,9 @@ def quiet_libraries() -> None:
     """Keep library progress bars and deprecation chatter out of the terminal and the console."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module="peft")
+    # Inductor says this once per compiled shape of the fused decoder (six lines each, from the
+    # first steps of every CUDA run); it is a note on its own kernel choice, nothing to act on.
+    warnings.filterwarnings("ignore", message=r"\s*Online softmax is disabled", category=UserWarning)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         from transformers.utils import logging as hf_logging
