@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-import scipy  # noqa: E402
 
 from searchgrpo.data.corpus import Corpus, Document  # noqa: E402
 from searchgrpo.data.demo_world import generate_corpus  # noqa: E402
@@ -286,7 +285,6 @@ def main() -> None:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "numpy": np.__version__,
-        "scipy": scipy.__version__,
         # Other people's work shares this machine: the 1, 5 and 15-minute load averages.
         "load_average_at_start": load_at_start,
         "load_average_at_end": os.getloadavg(),

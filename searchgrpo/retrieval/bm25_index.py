@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
-import scipy.sparse
 
 # Bump when the weights or the file layout change: old index files are then rebuilt.
 INDEX_FORMAT = 1
@@ -123,6 +122,24 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
     return candidates[np.argsort(-scores[candidates], kind="stable")[:k]]
 
 
+def term_rows(term_ids: np.ndarray, lengths: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The corpus's tokens (term numbers, documents one after another, `lengths` tokens each) as
+    CSR rows by term: (indptr, document numbers ascending within a row, each term's count there)."""
+    n_docs = len(lengths)
+    # One int64 key per token, term-major: sorted, equal (term, document) pairs sit together and
+    # each run's length is the term's count in that document. A plain sort of the keys (SIMD in
+    # numpy) is about 3x faster than a stable argsort of the terms.
+    keys = term_ids.astype(np.int64) * n_docs
+    keys += np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
+    keys.sort()
+    starts = np.flatnonzero(np.diff(keys, prepend=-1))
+    tf = np.diff(starts, append=len(keys)).astype(np.float64)
+    terms, docs = np.divmod(keys[starts], n_docs)
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(terms, minlength=n_terms), out=indptr[1:])
+    return indptr, docs.astype(np.int32), tf
+
+
 def build_index(documents: Iterable[list[str]], params: BM25Params = BM25Params()) -> SparseIndex:
     """Index tokenised documents (in corpus order) exactly as `BM25Okapi(documents, **params)`."""
     # Term numbers in order of first occurrence: the order in which rank-bm25 fills its
@@ -139,18 +156,7 @@ def build_index(documents: Iterable[list[str]], params: BM25Params = BM25Params(
         return SparseIndex({}, np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0), 0)
 
     lengths = np.frombuffer(doc_len, dtype=np.int64)
-    doc_ptr = np.zeros(n_docs + 1, dtype=np.int64)
-    np.cumsum(lengths, out=doc_ptr[1:])
-    tokens_by_doc = scipy.sparse.csr_matrix(
-        (np.ones(len(term_ids)), np.frombuffer(term_ids, dtype=np.intc), doc_ptr), shape=(n_docs, n_terms)
-    )
-    tokens_by_doc.sum_duplicates()  # data becomes each term's count in each document
-    by_term = tokens_by_doc.T.tocsr()
-    by_term.sort_indices()
-    del tokens_by_doc
-    indptr = by_term.indptr.astype(np.int64)
-    indices = by_term.indices.astype(np.int32)
-    tf = by_term.data
+    indptr, indices, tf = term_rows(np.frombuffer(term_ids, dtype=np.intc), lengths, n_terms)
     doc_freq = np.diff(indptr)
 
     idf = np.empty(n_terms)

@@ -11,7 +11,7 @@ from rank_bm25 import BM25Okapi
 from searchgrpo.config import EnvConfig, cache_root
 from searchgrpo.data.corpus import Corpus, Document, load_corpus, write_corpus
 from searchgrpo.data.demo_world import generate_corpus, generate_world
-from searchgrpo.retrieval.bm25_index import BM25Params, build_index, load_index, top_k_indices
+from searchgrpo.retrieval.bm25_index import BM25Params, build_index, load_index, term_rows, top_k_indices
 from searchgrpo.retrieval.search import (
     BACKENDS,
     BM25Search,
@@ -83,6 +83,16 @@ def test_terms_in_every_document_and_a_negative_average_idf():
         assert_same_scores(index.scores(q), ref.get_scores(q))
     corpus = Corpus([Document(f"d{i}", "", " ".join(d)) for i, d in enumerate(docs)])
     assert SparseBM25Search(corpus).search("a b", 4) == BM25Search(corpus).search("a b", 4) == []
+
+
+def test_term_rows_counts_each_term_per_document_by_hand():
+    # Documents [0 0 1], [], [1 2 1 1], [0]: term 0 is twice in d0 and once in d3, term 1 once in d0
+    # and three times in d2, term 2 once in d2, term 3 nowhere (an empty row).
+    tokens = np.array([0, 0, 1, 1, 2, 1, 1, 0], dtype=np.intc)
+    indptr, docs, tf = term_rows(tokens, np.array([3, 0, 4, 1], dtype=np.int64), n_terms=4)
+    assert indptr.tolist() == [0, 2, 4, 5, 5] and indptr.dtype == np.int64
+    assert docs.tolist() == [0, 3, 0, 2, 2] and docs.dtype == np.int32
+    assert tf.tolist() == [2.0, 1.0, 1.0, 3.0, 1.0] and tf.dtype == np.float64
 
 
 def test_documents_without_tokens_and_an_empty_corpus():
