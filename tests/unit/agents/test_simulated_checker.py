@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 import pytest
@@ -38,12 +39,17 @@ def world() -> tuple[GoldChecker, list[CheckRequest]]:
     return GoldChecker(corpus, labels), requests
 
 
-GOLD, REQUESTS = world()
-TRUTH = [v.label for v in GOLD.check(REQUESTS)]
+@functools.cache
+def shared_world() -> tuple[GoldChecker, list[CheckRequest], list[Label]]:
+    """`world()` and its gold labels, built once and only by the worker that runs these tests (at
+    import time every pytest worker would pay for its 24,000 verdicts while collecting)."""
+    gold, requests = world()
+    return gold, requests, [v.label for v in gold.check(requests)]
 
 
 def test_the_world_has_all_three_gold_labels():
-    counts = Counter(TRUTH)
+    _, _, truth = shared_world()
+    counts = Counter(truth)
     assert counts[Label.IMPORTANT] == QUESTIONS * N_DOCS // 10
     assert counts[Label.RELEVANT] == QUESTIONS * N_DOCS // 10
     assert counts[Label.IRRELEVANT] == QUESTIONS * N_DOCS * 8 // 10
@@ -51,35 +57,38 @@ def test_the_world_has_all_three_gold_labels():
 
 @pytest.mark.parametrize("p", [0.1, 0.2, 0.3])
 def test_agreement_is_one_minus_noise_and_wrong_labels_are_equally_likely(p):
+    gold, requests, truth = shared_world()
     # 24,000 verdicts: the binomial standard deviation of the agreement is under 0.003, so 0.01 is
     # more than 3 of them; the draws are a fixed hash, so the outcome is the same on every run.
-    judge = SimulatedChecker(GOLD, noise=p, seed=0)
-    labels = [v.label for v in judge.check(REQUESTS)]
-    agreement = sum(a is b for a, b in zip(labels, TRUTH)) / len(TRUTH)
+    judge = SimulatedChecker(gold, noise=p, seed=0)
+    labels = [v.label for v in judge.check(requests)]
+    agreement = sum(a is b for a, b in zip(labels, truth)) / len(truth)
     assert agreement == pytest.approx(1 - p, abs=0.01)
     for gold_label in Label:
-        wrong = Counter(b for a, b in zip(TRUTH, labels) if a is gold_label and b is not a)
+        wrong = Counter(b for a, b in zip(truth, labels) if a is gold_label and b is not a)
         first, second = (lab for lab in Label if lab is not gold_label)
         share = wrong[first] / (wrong[first] + wrong[second])
         assert share == pytest.approx(0.5, abs=0.06), gold_label  # >= 240 flips per gold label
-    assert judge.counts()["flipped"] == sum(a is not b for a, b in zip(labels, TRUTH))
+    assert judge.counts()["flipped"] == sum(a is not b for a, b in zip(labels, truth))
 
 
 def test_no_noise_no_bias_is_the_gold_checker():
-    labels = [v.label for v in SimulatedChecker(GOLD).check(REQUESTS[:2000])]
-    assert labels == TRUTH[:2000]
+    gold, requests, truth = shared_world()
+    labels = [v.label for v in SimulatedChecker(gold).check(requests[:2000])]
+    assert labels == truth[:2000]
 
 
 def test_frozen_per_question_and_document():
-    judge = SimulatedChecker(GOLD, noise=0.3, seed=7)
-    first = judge.check(REQUESTS[:3000])
-    again = SimulatedChecker(GOLD, noise=0.3, seed=7).check(list(reversed(REQUESTS[:3000])))
+    gold, requests, _ = shared_world()
+    judge = SimulatedChecker(gold, noise=0.3, seed=7)
+    first = judge.check(requests[:3000])
+    again = SimulatedChecker(gold, noise=0.3, seed=7).check(list(reversed(requests[:3000])))
     assert [v.label for v in first] == [v.label for v in reversed(again)]  # order and process do not matter
     other_goals = [
-        CheckRequest(r.question_id, r.question, ("another", "goal"), r.docid, r.title, r.text) for r in REQUESTS[:3000]
+        CheckRequest(r.question_id, r.question, ("another", "goal"), r.docid, r.title, r.text) for r in requests[:3000]
     ]
     assert [v.label for v in judge.check(other_goals)] == [v.label for v in first]  # sub-goals do not matter
-    reseeded = SimulatedChecker(GOLD, noise=0.3, seed=8).check(REQUESTS[:3000])
+    reseeded = SimulatedChecker(gold, noise=0.3, seed=8).check(requests[:3000])
     assert [v.label for v in reseeded] != [v.label for v in first]  # another seed, another judge
 
 
@@ -95,16 +104,17 @@ def test_flip_rule_and_draws():
 
 
 def test_length_bias_adds_false_important_to_long_documents_only():
+    gold, requests, truth = shared_world()
     rate = 0.4
-    judge = SimulatedChecker(GOLD, bias="length", bias_rate=rate, seed=0)
-    labels = [v.label for v in judge.check(REQUESTS)]
-    long_not_important = [i for i, r in enumerate(REQUESTS) if judge.biased(r) and TRUTH[i] is not Label.IMPORTANT]
-    short = [i for i, r in enumerate(REQUESTS) if not judge.biased(r)]
+    judge = SimulatedChecker(gold, bias="length", bias_rate=rate, seed=0)
+    labels = [v.label for v in judge.check(requests)]
+    long_not_important = [i for i, r in enumerate(requests) if judge.biased(r) and truth[i] is not Label.IMPORTANT]
+    short = [i for i, r in enumerate(requests) if not judge.biased(r)]
     assert long_not_important and short
     share = sum(labels[i] is Label.IMPORTANT for i in long_not_important) / len(long_not_important)
     assert share == pytest.approx(rate, abs=0.02)
-    assert all(labels[i] is TRUTH[i] for i in short)
-    assert all(labels[i] is Label.IMPORTANT for i, t in enumerate(TRUTH) if t is Label.IMPORTANT)
+    assert all(labels[i] is truth[i] for i in short)
+    assert all(labels[i] is Label.IMPORTANT for i, t in enumerate(truth) if t is Label.IMPORTANT)
 
 
 def test_overlap_bias():
