@@ -142,7 +142,8 @@ class GoldChecker(CheckerDefaults):
                 doc = self.corpus.get(docid)
                 if doc is not None:
                     titles.append(title_phrase(doc.title))
-            phrases = self._phrases[question_id] = [t for t in titles if len(t) >= 3]
+            # Each phrase once: documents that share a title would otherwise be searched for again.
+            phrases = self._phrases[question_id] = list(dict.fromkeys(t for t in titles if len(t) >= 3))
         return phrases
 
     def _padded_text(self, docid: str, title: str, text: str) -> str:

@@ -19,13 +19,14 @@ QUESTIONS = 4
 
 def world() -> tuple[GoldChecker, list[CheckRequest]]:
     """4 questions over 6000 documents: every 10th gold (IMPORTANT), every 10th+1 mentions a gold
-    title (RELEVANT by the gold rule), the rest IRRELEVANT; every 4th document is long."""
+    title (RELEVANT by the gold rule), the rest IRRELEVANT; every 4th document is long. The gold
+    documents share one title, so the gold rule searches each document for one phrase, not 600."""
     docs = []
     for i in range(N_DOCS):
         body = f"filler{i} " * (40 if i % 4 == 0 else 8)
         if i % 10 == 1:
             body += " about Gold Title Zero here"
-        docs.append(Document(f"d{i}", "Gold Title Zero" if i == 0 else f"Title {i}", body))
+        docs.append(Document(f"d{i}", "Gold Title Zero" if i % 10 == 0 else f"Title {i}", body))
     corpus = Corpus(docs)
     labels = {
         f"q{q}": QuestionLabels(f"Question {q}?", {f"d{i}": Label.IMPORTANT for i in range(0, N_DOCS, 10)})
