@@ -22,7 +22,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.widgets import Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from searchgrpo.config import Config
@@ -43,6 +43,7 @@ from tui.screens.log_pane import LogPane
 from tui.screens.merge_pane import MergePane
 from tui.screens.train_pane import TrainPane
 from tui.sources import MAX_LINE, STALL_AFTER, events_file, follow_events
+from tui.widgets.steady_footer import SteadyFooter
 
 DRAIN = 2_000
 """Events folded into the model per turn of the event loop; input is handled between turns."""
@@ -149,7 +150,7 @@ class ConsoleApp(QuitFlow, KeyFeedback, RunControls, App[int]):
                 yield LogPane(self.model, id="log-pane")
             with TabPane("Audit", id="audit"):
                 yield AuditPane(self.model.audit, self.cfg, self.inbox.put, self.backend, id="audit-pane")
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         if self.handle_stop_signals:
