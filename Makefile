@@ -12,9 +12,9 @@
 # Set-up is a virtual environment in .venv with the CPU build of torch; on a GPU machine, install
 # the CUDA build first:  make setup TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
 
-# Some machine images set PYTHONDONTWRITEBYTECODE=1, so that every process compiles this project's
+# Some machine images set PYTHONDONTWRITEBYTECODE=1, which makes every process compile this project's
 # modules again: each pytest worker's collection (about 2 s) and each CLI subprocess a test starts.
-# Python's default, bytecode cached in __pycache__/ (git-ignored), it is for every target here.
+# Every target here keeps Python's default instead: bytecode cached in __pycache__/ (git-ignored).
 unexport PYTHONDONTWRITEBYTECODE
 
 VENV ?= .venv
