@@ -17,10 +17,22 @@ one transformers' Trainer (and so TRL) uses under bf16 autocast, and the one our
 already samples with. Anything else (adapter switched off, merged, several or mixed adapters,
 DoRA and other variants, an input already in the adapter's dtype) runs peft's own forward unchanged,
 as do the layers of a 4-bit base (bitsandbytes' LoRA layers are other classes).
+
+Inside `casts_kept(model)` each layer casts A and s*B once per grad mode and keeps them until the
+block ends: an update's micro-batches and gradient checkpointing's recomputations would otherwise
+cast them again in every pass, three kernels per adapted layer and pass (a thousand launches per
+pass on an 8B model, in a loss pass bound by its launches: docs/performance.md). The kept casts are
+nodes of autograd's graph that keep no tensor, so each micro-batch's backward sends its gradient
+through them on to the float32 weights. The block's caller promises that the weights do not change
+inside it (the optimiser steps after it): an in-place change is not seen by every optimiser (fused
+AdamW leaves the weights' version counters as they were), so the block, not a guess, bounds the
+kept casts.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from types import MethodType
 from typing import Any
 
@@ -39,11 +51,43 @@ def base_dtype_lora_forward(self: Any, x: torch.Tensor, *args: Any, **kwargs: An
         return type(self).forward(self, x, *args, **kwargs)
     result = self.base_layer(x)
     dtype = result.dtype
-    a = self.lora_A[name].weight.to(dtype)
-    b = (self.lora_B[name].weight * self.scaling[name]).to(dtype)
+    a, b = cast_factors(self, name, dtype)
     low = torch.nn.functional.linear(self.lora_dropout[name](x).to(dtype), a)
     width = result.shape[-1]
     return torch.addmm(result.reshape(-1, width), low.reshape(-1, low.shape[-1]), b.t()).view(result.shape)
+
+
+_KEPT = "_searchgrpo_kept_casts"
+
+
+def cast_factors(module: Any, name: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(A, s*B) of `module`'s adapter `name` in `dtype`, differentiable; inside `casts_kept`, the
+    ones already cast in this grad mode."""
+    kept = module.__dict__.get(_KEPT)
+    key = (name, dtype, torch.is_grad_enabled(), torch.is_inference_mode_enabled())
+    if kept is not None and key in kept:
+        return kept[key]
+    a = module.lora_A[name].weight.to(dtype)
+    # aten's product by a Scalar keeps no tensor for its backward (`w * s` keeps s as one), so
+    # every micro-batch's backward can run through a kept cast; the values are `w * s`'s.
+    b = torch.ops.aten.mul.Scalar(module.lora_B[name].weight, module.scaling[name]).to(dtype)
+    if kept is not None:
+        kept[key] = (a, b)
+    return a, b
+
+
+@contextlib.contextmanager
+def casts_kept(model: Any) -> Iterator[None]:
+    """Within: every layer with `base_dtype_lora_forward` casts its factors once per grad mode
+    (module docstring). The adapter's weights must not change inside the block."""
+    layers = [m for m in model.modules() if getattr(m.forward, "__func__", None) is base_dtype_lora_forward]
+    for module in layers:
+        module.__dict__[_KEPT] = {}
+    try:
+        yield
+    finally:
+        for module in layers:
+            module.__dict__.pop(_KEPT, None)
 
 
 def use_base_dtype_products(model: Any) -> int:

@@ -1,11 +1,15 @@
 """`lora.compute: base`: on a 16-bit base the adapter's products run in the base's dtype, its weights
 stay float32 and get float32 gradients; everything else (float32 base, adapter off, merged) is
-peft's own forward, bit for bit (searchgrpo/policy/lora_compute.py)."""
+peft's own forward, bit for bit; inside `casts_kept` each layer casts its factors once, with the
+same gradients (searchgrpo/policy/lora_compute.py)."""
+
+import contextlib
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from searchgrpo.policy.lora_compute import base_dtype_lora_forward
+from searchgrpo.policy.lora_compute import base_dtype_lora_forward, casts_kept
 from searchgrpo.policy.model import load_policy
 from tests.helpers.tiny import tiny_config
 
@@ -101,3 +105,72 @@ def test_the_decoders_shortcuts_give_the_forward_back(tmp_path):
     with shortcuts.applied():
         assert getattr(layer.forward, "__func__", None) is not base_dtype_lora_forward
     assert layer.forward.__func__ is base_dtype_lora_forward  # was deleted, leaving peft's
+
+
+class CastCount(TorchDispatchMode):
+    """Counts the casts of the adapters' B weights to bfloat16."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.weights = {m.lora_B["default"].weight.data_ptr() for m in lora_layers(model)}
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func is torch.ops.aten.mul.Scalar and args[0].data_ptr() in self.weights
+        return func(*args, **(kwargs or {}))
+
+
+def micro_batches(p, kept: bool) -> tuple[dict[str, torch.Tensor], int]:
+    """Gradients of two micro-batches' backward passes, and how many times B was cast."""
+    p.model.zero_grad()
+    counter = CastCount(p.model)
+    with counter, casts_kept(p.model) if kept else contextlib.nullcontext():
+        for scale in (1.0, -0.5):
+            (p.model(input_ids=ids(p)).logits.float().logsumexp(-1).mean() * scale).backward()
+    return {n: q.grad.clone() for n, q in p.model.named_parameters() if q.requires_grad}, counter.count
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_kept_casts_give_every_micro_batch_the_same_gradients_for_one_cast_per_layer(tmp_path, checkpointing):
+    p = policy(tmp_path, "bfloat16", "base", f"model.gradient_checkpointing={str(checkpointing).lower()}")
+    p.model.train()
+    layers = len(lora_layers(p.model))
+    fresh, casts_fresh = micro_batches(p, kept=False)
+    kept, casts_kept_ = micro_batches(p, kept=True)
+    # Two forwards (and, checkpointed, two recomputations) cast every layer's B each time; kept, once.
+    assert casts_fresh == layers * (4 if checkpointing else 2)
+    assert casts_kept_ == layers
+    for name in fresh:
+        torch.testing.assert_close(kept[name], fresh[name], rtol=0, atol=0)
+    assert not any(casts_kept_key(m) for m in lora_layers(p.model))  # the block took its casts with it
+
+
+def casts_kept_key(module) -> bool:
+    return any(k.endswith("kept_casts") for k in vars(module))
+
+
+def test_a_block_sees_the_weights_of_its_start_and_the_next_block_sees_a_change(tmp_path):
+    p = policy(tmp_path, "bfloat16", "base")
+    with torch.no_grad():
+        with casts_kept(p.model):
+            before = p.model(input_ids=ids(p)).logits
+        for layer in lora_layers(p.model):
+            layer.lora_B["default"].weight.mul_(2.0)
+        with casts_kept(p.model):
+            after = p.model(input_ids=ids(p)).logits
+        plain = p.model(input_ids=ids(p)).logits
+    assert torch.equal(after, plain) and not torch.equal(after, before)
+
+
+def test_a_frozen_pass_inside_the_block_leaves_the_gradients_whole(tmp_path):
+    # A no-grad pass's casts carry no graph: a later pass with gradients must cast its own.
+    p = policy(tmp_path, "bfloat16", "base")
+    want = grads(p)
+    p.model.zero_grad()
+    with casts_kept(p.model):
+        with torch.no_grad():
+            p.model(input_ids=ids(p))
+        p.model(input_ids=ids(p)).logits.float().logsumexp(-1).mean().backward()
+    for name, param in p.model.named_parameters():
+        if param.requires_grad:
+            torch.testing.assert_close(param.grad, want[name], rtol=0, atol=0)
