@@ -162,17 +162,19 @@ def aggregate(
 
 @dataclass(frozen=True)
 class LossStats:
-    """Sums over a micro-batch's completion tokens, to be added up over the step."""
+    """Sums over a micro-batch's completion tokens, to be added up over the step: 0-dim float64
+    tensors on the loss's device (reading one waits for the device, so the step reads them once,
+    after its last micro-batch)."""
 
-    tokens: float
-    kl_sum: float
+    tokens: Tensor
+    kl_sum: Tensor
     """Sum of the k3 estimate of KL(policy || reference) per token, whatever the penalty's
     estimator: TRL's `kl` (0 when beta == 0: no reference pass)."""
-    penalty_sum: float
+    penalty_sum: Tensor
     """Sum of the KL penalty per token, `kl_per_token` with the configured estimator (what beta
     multiplies; with `sq`, about twice the KL)."""
-    clipped_low: float
-    clipped_high: float
+    clipped_low: Tensor
+    clipped_high: Tensor
 
 
 def grpo_loss(
@@ -210,11 +212,16 @@ def grpo_loss(
     )
     with torch.no_grad():
         m = mask.to(torch.bool)
+
+        def masked_sum(x: Tensor) -> Tensor:  # no boolean indexing: its size would wait for the device
+            return torch.where(m, x, 0).sum(dtype=torch.float64)
+
+        zero = logp.new_zeros((), dtype=torch.float64)
         stats = LossStats(
-            tokens=float(m.sum()),
-            kl_sum=float(kl_per_token(logp, ref_logp, "k3")[m].sum()) if ref_logp is not None and beta > 0 else 0.0,
-            penalty_sum=float(penalty[m].sum()) if penalty is not None else 0.0,
-            clipped_low=float(surrogate.clipped_low[m].sum()),
-            clipped_high=float(surrogate.clipped_high[m].sum()),
+            tokens=m.sum(dtype=torch.float64),
+            kl_sum=masked_sum(kl_per_token(logp, ref_logp, "k3")) if ref_logp is not None and beta > 0 else zero,
+            penalty_sum=masked_sum(penalty) if penalty is not None else zero,
+            clipped_low=masked_sum(surrogate.clipped_low),
+            clipped_high=masked_sum(surrogate.clipped_high),
         )
     return loss, stats

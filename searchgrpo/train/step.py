@@ -29,7 +29,6 @@ stays as it was on every rank, as on one process, and the schedule advances.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from searchgrpo.data.traces import SearchState
 from searchgrpo.env.reward import COMPONENTS
 from searchgrpo.env.search_round import SearchRoundEnv
 from searchgrpo.policy.logprobs import GroupBatch, SequenceBatch, batch_logprobs, layout_batch, stack_padded
+from searchgrpo.policy.lora_compute import casts_kept
 from searchgrpo.policy.model import Policy
 from searchgrpo.policy.samplers import Sampler
 from searchgrpo.train.clue_weights import batch_token_weights, row_advantages
@@ -162,36 +162,39 @@ def update(
         tis = sampler_correction(batches, flat, old, g.tis_cap) if correct and old is not None else None
         totals = _Totals()
         params = policy.trainable_parameters()
+        model.train()  # once: a mode switch walks every module (transformers' also re-kernelizes)
         for _ in range(g.num_iterations):
             optimizer.zero_grad(set_to_none=True)
-            loss_value = 0.0
-            for b, (rows, batch) in enumerate(batches):
-                model.train()
-                logp = batch_logprobs(policy, batch, g.temperature)
-                old_b = old[b] if old is not None else logp.detach()
-                if fresh_rows is not None:  # rows of groups sampled with the weights of now: ratio 1
-                    old_b = torch.where(fresh_rows[b].unsqueeze(1), logp.detach(), old_b)
-                loss, stats = grpo_loss(
-                    logp,
-                    old_b,
-                    ref[b] if ref is not None else None,
-                    row_advantages(seq_adv, rows, clue_w, logp.shape[1]).to(logp.device),
-                    batch.completion_mask,
-                    eps_low=g.epsilon,
-                    eps_high=g.epsilon_high if g.epsilon_high is not None else g.epsilon,
-                    beta=g.beta,
-                    kl_estimator=g.kl_estimator,
-                    loss_type=g.loss_type,
-                    num_sequences=num_sequences,
-                    num_tokens=num_tokens,
-                    max_new_tokens=g.max_new_tokens,
-                    tis_weight=tis.weights[b] if tis is not None else None,
-                )
-                loss.backward()
-                loss_value += float(loss.detach())
-                totals.add(stats)
+            loss_sum = torch.zeros((), dtype=torch.float64, device=policy.device)  # read once, after the loop
+            # The weights stay as they are until the optimiser's step below: each adapted layer casts
+            # its factors once for every micro-batch and recomputation (lora_compute.casts_kept).
+            with casts_kept(model):
+                for b, (rows, batch) in enumerate(batches):
+                    logp = batch_logprobs(policy, batch, g.temperature)
+                    old_b = old[b] if old is not None else logp.detach()
+                    if fresh_rows is not None:  # rows of groups sampled with the weights of now: ratio 1
+                        old_b = torch.where(fresh_rows[b].unsqueeze(1), logp.detach(), old_b)
+                    loss, stats = grpo_loss(
+                        logp,
+                        old_b,
+                        ref[b] if ref is not None else None,
+                        row_advantages(seq_adv, rows, clue_w, logp.shape[1]).to(logp.device),
+                        batch.completion_mask,
+                        eps_low=g.epsilon,
+                        eps_high=g.epsilon_high if g.epsilon_high is not None else g.epsilon,
+                        beta=g.beta,
+                        kl_estimator=g.kl_estimator,
+                        loss_type=g.loss_type,
+                        num_sequences=num_sequences,
+                        num_tokens=num_tokens,
+                        max_new_tokens=g.max_new_tokens,
+                        tis_weight=tis.weights[b] if tis is not None else None,
+                    )
+                    loss.backward()
+                    loss_sum += loss.detach()
+                    totals.add(stats)
             signal = dist.all_reduce_grads(params)
-            loss_value = dist.sum([loss_value])[0]
+            loss_value = dist.sum([float(loss_sum)])[0]
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.train.max_grad_norm)) if signal else 0.0
             # No gradient on any rank (beta 0, every group zero-variance): no update anywhere, AdamW
             # untouched, as on one process; the schedule still advances.
@@ -239,11 +242,9 @@ def _frozen_logprobs(
 ) -> list[torch.Tensor]:
     """Log-probs that stay fixed during the step: the reference's, or the sampling policy's."""
     policy.model.eval()
-    out = []
-    for _, batch in batches:
-        with policy.reference_mode() if reference else contextlib.nullcontext():
-            out.append(batch_logprobs(policy, batch, temperature))
-    return out
+    # One switch for every micro-batch: peft's `disable_adapter` walks the whole model on entry.
+    with policy.reference_mode() if reference else casts_kept(policy.model):
+        return [batch_logprobs(policy, batch, temperature) for _, batch in batches]
 
 
 def _old_logprobs(
@@ -278,10 +279,12 @@ def _old_logprobs(
 
 @dataclass
 class _Totals:
-    kl_sum: float = 0.0
-    penalty_sum: float = 0.0
-    clipped_low: float = 0.0
-    clipped_high: float = 0.0
+    """The step's sums; the loss statistics stay on the device until `sums` reads them."""
+
+    kl_sum: float | torch.Tensor = 0.0
+    penalty_sum: float | torch.Tensor = 0.0
+    clipped_low: float | torch.Tensor = 0.0
+    clipped_high: float | torch.Tensor = 0.0
     losses: list[float] = field(default_factory=list)
     grad_norms: list[float] = field(default_factory=list)
     lrs: list[float] = field(default_factory=list)
@@ -294,7 +297,8 @@ class _Totals:
         self.clipped_high += s.clipped_high
 
     def sums(self) -> list[float]:
-        return [self.kl_sum, self.penalty_sum, self.clipped_low, self.clipped_high, float(self.nonfinite)]
+        stats = (self.kl_sum, self.penalty_sum, self.clipped_low, self.clipped_high)
+        return [*(float(x) for x in stats), float(self.nonfinite)]
 
 
 def _metric_parts(groups: list[ScoredGroup], zero_std: torch.Tensor, k: int) -> dict[str, Any]:
