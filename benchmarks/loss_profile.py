@@ -103,6 +103,7 @@ def main() -> None:
     for name, us in kernels.items():
         by_category[category(name)] += us
     print(f"{'GPU' if cuda else 'CPU'} time of the profiled update's kernels: {sum(kernels.values()) / 1e3:.1f} ms")
+    print(f"{'kernels launched' if cuda else 'operator calls'}: {sum(calls.values())}")
     for name, us in by_category.most_common():
         print(f"  {name:30s} {us / 1e3:9.1f} ms")
     for name, us in kernels.most_common(30):
