@@ -20,13 +20,12 @@ as do the layers of a 4-bit base (bitsandbytes' LoRA layers are other classes).
 
 Inside `casts_kept(model)` each layer casts A and s*B once per grad mode and keeps them until the
 block ends: an update's micro-batches and gradient checkpointing's recomputations would otherwise
-cast them again in every pass, three kernels per adapted layer and pass (a thousand launches per
-pass on an 8B model, in a loss pass bound by its launches: docs/performance.md). The kept casts are
-nodes of autograd's graph that keep no tensor, so each micro-batch's backward sends its gradient
-through them on to the float32 weights. The block's caller promises that the weights do not change
-inside it (the optimiser steps after it): an in-place change is not seen by every optimiser (fused
-AdamW leaves the weights' version counters as they were), so the block, not a guess, bounds the
-kept casts.
+cast them again in every pass, three kernels per adapted layer and pass (756 launches per pass on
+an 8B model, in a loss pass bound by its launches on an H200: docs/performance.md). The kept casts
+are nodes of autograd's graph that keep no tensor, so each micro-batch's backward sends its
+gradient through them on to the float32 weights. The block's caller promises that the weights do
+not change inside it (the optimiser steps after it). The block, not the weights' version counters,
+bounds the kept casts: fused AdamW changes the weights in place without moving their counters.
 """
 
 from __future__ import annotations
