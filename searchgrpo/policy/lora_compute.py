@@ -56,13 +56,14 @@ def base_dtype_lora_forward(self: Any, x: torch.Tensor, *args: Any, **kwargs: An
     return torch.addmm(result.reshape(-1, width), low.reshape(-1, low.shape[-1]), b.t()).view(result.shape)
 
 
-_KEPT = "_searchgrpo_kept_casts"
+KEPT_CASTS = "_searchgrpo_kept_casts"
+"""The attribute in which a layer keeps its casts inside `casts_kept` (absent outside)."""
 
 
 def cast_factors(module: Any, name: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """(A, s*B) of `module`'s adapter `name` in `dtype`, differentiable; inside `casts_kept`, the
     ones already cast in this grad mode."""
-    kept = module.__dict__.get(_KEPT)
+    kept = module.__dict__.get(KEPT_CASTS)
     key = (name, dtype, torch.is_grad_enabled(), torch.is_inference_mode_enabled())
     if kept is not None and key in kept:
         return kept[key]
@@ -81,12 +82,12 @@ def casts_kept(model: Any) -> Iterator[None]:
     (module docstring). The adapter's weights must not change inside the block."""
     layers = [m for m in model.modules() if getattr(m.forward, "__func__", None) is base_dtype_lora_forward]
     for module in layers:
-        module.__dict__[_KEPT] = {}
+        module.__dict__[KEPT_CASTS] = {}
     try:
         yield
     finally:
         for module in layers:
-            module.__dict__.pop(_KEPT, None)
+            module.__dict__.pop(KEPT_CASTS, None)
 
 
 def use_base_dtype_products(model: Any) -> int:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from searchgrpo.policy.lora_compute import base_dtype_lora_forward, casts_kept
+from searchgrpo.policy.lora_compute import KEPT_CASTS, base_dtype_lora_forward, casts_kept
 from searchgrpo.policy.model import load_policy
 from tests.helpers.tiny import tiny_config
 
@@ -135,18 +135,14 @@ def test_kept_casts_give_every_micro_batch_the_same_gradients_for_one_cast_per_l
     p = policy(tmp_path, "bfloat16", "base", f"model.gradient_checkpointing={str(checkpointing).lower()}")
     p.model.train()
     layers = len(lora_layers(p.model))
-    fresh, casts_fresh = micro_batches(p, kept=False)
-    kept, casts_kept_ = micro_batches(p, kept=True)
+    fresh, casts_each_pass = micro_batches(p, kept=False)
+    kept, casts_once = micro_batches(p, kept=True)
     # Two forwards (and, checkpointed, two recomputations) cast every layer's B each time; kept, once.
-    assert casts_fresh == layers * (4 if checkpointing else 2)
-    assert casts_kept_ == layers
+    assert casts_each_pass == layers * (4 if checkpointing else 2)
+    assert casts_once == layers
     for name in fresh:
         torch.testing.assert_close(kept[name], fresh[name], rtol=0, atol=0)
-    assert not any(casts_kept_key(m) for m in lora_layers(p.model))  # the block took its casts with it
-
-
-def casts_kept_key(module) -> bool:
-    return any(k.endswith("kept_casts") for k in vars(module))
+    assert not any(KEPT_CASTS in vars(m) for m in lora_layers(p.model))  # the block took its casts with it
 
 
 def test_a_block_sees_the_weights_of_its_start_and_the_next_block_sees_a_change(tmp_path):
