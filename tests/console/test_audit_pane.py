@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.widgets import DataTable, Input
 
 from searchgrpo.errors import UserError
-from tests.helpers.console import SIZE, make_app, settle, show_tab, text_of
+from tests.helpers.console import SIZE, click_button, make_app, settle, show_tab, text_of
 from tests.helpers.scripted import ScriptedBackend
 from tests.helpers.waiting import until
 from tui.backend import CoreBackend
@@ -46,7 +46,7 @@ async def test_audit_of_a_simulated_judge_fills_the_tables(cfg):
         assert "simulated: noise 0.25" in text_of(app, "#audit-checker")
         app.query_one("#audit-pairs", Input).value = "150"
         app.query_one("#audit-seed", Input).value = "2"
-        await pilot.click("#audit-run")
+        await click_button(pilot, "#audit-run")
         await until(pilot, lambda: app.model.audit.status in ("done", "failed"), "the audit's end")
         await settle(pilot)
         await until(pilot, lambda: bool(app.query("#audit-headline")), "the report's tables")
@@ -72,7 +72,7 @@ async def test_audit_of_a_simulated_judge_fills_the_tables(cfg):
         app.query_one("#audit-pairs", Input).value = "60"
         button = app.query_one("#audit-run")  # a button ignores clicks while it shows the last one
         await until(pilot, lambda: not button.has_class("-active"), "the button's press effect to end")
-        await pilot.click("#audit-run")
+        await click_button(pilot, "#audit-run")
         await until(pilot, lambda: len(backend.audit_requests) == 2 and app.model.audit.status == "done", "a 2nd audit")
         await settle(pilot)
         await until(pilot, lambda: "60 pairs" in text_of(app, "#audit-report-title"), "the 2nd report")
@@ -86,13 +86,13 @@ async def test_audit_failure_and_bad_input_are_shown_in_the_pane(cfg):
     async with app.run_test(size=SIZE) as pilot:
         await open_audit_tab(pilot)
         app.query_one("#audit-pairs", Input).value = "0"
-        await pilot.click("#audit-run")
+        await click_button(pilot, "#audit-run")
         await until(pilot, lambda: any("Pairs must be" in n.message for n in app._notifications), "the refusal")
         assert backend.audit_requests == []  # refused by the form, never sent
         app.query_one("#audit-pairs", Input).value = "20"
         button = app.query_one("#audit-run")  # a button ignores clicks while it shows the last one
         await until(pilot, lambda: not button.has_class("-active"), "the button's press effect to end")
-        await pilot.click("#audit-run")
+        await click_button(pilot, "#audit-run")
         await until(pilot, lambda: app.model.audit.status == "failed", "the audit's failure")
         await settle(pilot)
         assert app.is_running and [r.pairs for r in backend.audit_requests] == [20]

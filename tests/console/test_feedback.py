@@ -12,7 +12,7 @@ from textual.widgets import Input
 
 from searchgrpo.events import event_to_dict
 from tests.console.test_every_key import BROWSE, CONTROLS, press_all
-from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab, text_of
+from tests.helpers.console import SIZE, click_button, make_app, make_checkpoint, settle, show_tab, text_of
 from tests.helpers.scripted import ScriptedBackend
 from tests.helpers.scripted_events import run_started, scripted_run, step_events
 from tests.helpers.waiting import until
@@ -127,12 +127,12 @@ async def test_every_key_while_a_job_runs_and_after_one_failed(cfg):
     async with app.run_test(size=(80, 24)) as pilot:
         said = recording(app)
         await show_tab(pilot, "2")
-        await pilot.click("#eval-run")
+        await click_button(pilot, "#eval-run")
         await until(pilot, backend.started.is_set, "the eval running")
         await press_all(pilot, (*BROWSE, *CONTROLS), "a job running")
         await show_tab(pilot, "2")
         app.query_one("EvalPane").show_view("form")  # v was pressed: the narrow pane may show its results
-        await pilot.click("#eval-run")  # again: it says that it runs
+        await click_button(pilot, "#eval-run")  # again: it says that it runs
         await until(pilot, lambda: "The eval is still running." in said, "the notice")
         app.query_one("EvalPane").cancel()
         await until(pilot, lambda: app.model.eval.status == "cancelled", "cancelled")
@@ -142,7 +142,7 @@ async def test_every_key_while_a_job_runs_and_after_one_failed(cfg):
         backend.eval_error = RuntimeError("the checker went away")
         await show_tab(pilot, "2")
         app.query_one("EvalPane").show_view("form")
-        await pilot.click("#eval-run")
+        await click_button(pilot, "#eval-run")
         await until(pilot, lambda: app.model.eval.status == "failed", "failed")
         await press_all(pilot, (*BROWSE, *CONTROLS), "a job failed")
         app.redraw()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from textual.widgets import DataTable, Select, SelectionList
 
-from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab, text_of
+from tests.helpers.console import SIZE, click_button, make_app, make_checkpoint, settle, show_tab, text_of
 from tests.helpers.scripted import ScriptedBackend, ScriptedRunner
 from tests.helpers.waiting import until
 from tui.screens.confirm import ConfirmScreen
@@ -27,7 +27,7 @@ async def test_eval_compares_baseline_and_a_checkpoint(cfg):
         step8 = str(RUN / "checkpoints" / "step-000008")
         policies.select(step8)
         app.query_one("#eval-limit").value = "5"
-        await pilot.click("#eval-run")
+        await click_button(pilot, "#eval-run")
         await settle(pilot)
         (request,) = backend.eval_requests
         assert (request.baseline, request.checkpoints, request.limit, request.num_samples) == (True, [step8], 5, 1)
@@ -47,7 +47,7 @@ async def test_eval_failure_is_shown_in_the_pane(cfg):
     app = make_app(cfg, backend=backend)
     async with app.run_test(size=SIZE) as pilot:
         await show_tab(pilot, "2")
-        await pilot.click("#eval-run")
+        await click_button(pilot, "#eval-run")
         await settle(pilot)
         assert app.is_running and app.model.eval.status == "failed"
         assert "no adapter" in text_of(app, "#eval-status")
@@ -60,7 +60,7 @@ async def test_eval_needs_a_policy(cfg):
     async with app.run_test(size=SIZE) as pilot:
         await show_tab(pilot, "2")
         app.query_one("#eval-policies", SelectionList).deselect_all()
-        await pilot.click("#eval-run")
+        await click_button(pilot, "#eval-run")
         await settle(pilot)
         assert backend.eval_requests == []
 
@@ -73,7 +73,7 @@ async def test_merge_asks_before_overwriting_and_reruns_only_when_confirmed(cfg)
     async with app.run_test(size=SIZE) as pilot:
         await show_tab(pilot, "3")
         app.query_one("#merge-checkpoints", SelectionList).select(step4)
-        await pilot.click("#merge-run")
+        await click_button(pilot, "#merge-run")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "overwrite question")
         assert "merged/tiny-grpo-step4" in text_of(app, "#confirm-question")
         await pilot.press("n")
@@ -81,7 +81,7 @@ async def test_merge_asks_before_overwriting_and_reruns_only_when_confirmed(cfg)
         assert [r.overwrite for r in backend.merge_requests] == [False]
         assert app.model.merge.status == "failed" and "output exists" in text_of(app, "#merge-status")
 
-        await pilot.click("#merge-run")
+        await click_button(pilot, "#merge-run")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "overwrite question again")
         await pilot.press("y")
         await until(pilot, lambda: len(backend.merge_requests) == 3, "merge with overwrite")
@@ -103,7 +103,7 @@ async def test_merge_into_a_new_folder_needs_no_question(cfg):
         await show_tab(pilot, "3")
         app.query_one("#merge-checkpoints", SelectionList).select(step4)
         app.query_one("#merge-output").value = "out"
-        await pilot.click("#merge-run")
+        await click_button(pilot, "#merge-run")
         await settle(pilot)
         assert not isinstance(app.screen, ConfirmScreen)
         assert [r.output_dir for r in backend.merge_requests] == ["out"] and Path("out/tiny-grpo-step4").is_dir()
@@ -118,7 +118,7 @@ async def test_job_requests_are_logged_in_words(cfg):
         await show_tab(pilot, "2")
         app.query_one("#eval-policies", SelectionList).select(step8)
         app.query_one("#eval-limit").value = "5"
-        await pilot.click("#eval-run")
+        await click_button(pilot, "#eval-run")
         await settle(pilot)
         texts = [e.text for e in app.model.log]
         assert "eval requested: baseline, step-000008 on 5 states, greedy" in texts
@@ -136,7 +136,7 @@ async def test_merge_offers_the_dtype_and_lists_the_merges_it_refused(cfg):
         await show_tab(pilot, "3")
         app.query_one("#merge-checkpoints", SelectionList).select_all()
         app.query_one("#merge-dtype", Select).value = "float16"
-        await pilot.click("#merge-run")
+        await click_button(pilot, "#merge-run")
         await until(pilot, lambda: app.model.merge.status == "done", "merged")
         await settle(pilot)
         (request,) = backend.merge_requests

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from searchgrpo.events import event_to_dict
-from tests.helpers.console import SIZE, make_app, make_checkpoint, settle, show_tab
+from tests.helpers.console import SIZE, click_button, make_app, make_checkpoint, settle, show_tab
 from tests.helpers.scripted import ScriptedBackend, ScriptedRunner
 from tests.helpers.scripted_events import scripted_run
 from tests.helpers.waiting import CEILING_S, until
@@ -26,14 +26,14 @@ async def start_held_job(pilot, backend: ScriptedBackend, job: str) -> None:
     app = pilot.app
     if job == "eval":
         await show_tab(pilot, "2")
-        await pilot.click("#eval-run")
+        await click_button(pilot, "#eval-run")
     elif job == "merge":
         await show_tab(pilot, "3")
         app.query_one("#merge-checkpoints").select_all()
-        await pilot.click("#merge-run")
+        await click_button(pilot, "#merge-run")
     else:
         await show_tab(pilot, "6")
-        await pilot.click("#audit-run")
+        await click_button(pilot, "#audit-run")
     await until(pilot, backend.started.is_set, f"the {job} running")
 
 
@@ -122,7 +122,7 @@ STUCK_CONSOLE = """
 import time
 from searchgrpo.config import load_config
 from tests.helpers.tiny import TINY_OVERRIDES
-from tests.helpers.console import show_tab
+from tests.helpers.console import click_button, show_tab
 from tests.helpers.waiting import until
 from tests.helpers.scripted import ScriptedBackend
 from tui.app import ConsoleApp
@@ -141,7 +141,7 @@ app = ConsoleApp(load_config(None, [*TINY_OVERRIDES, "train.output_dir=runs"]), 
 
 async def press(pilot):
     await show_tab(pilot, "2")
-    await pilot.click("#eval-run")
+    await click_button(pilot, "#eval-run")
     await until(pilot, backend.started.is_set, "the eval running")
     await pilot.press("q")
     await until(pilot, lambda: type(app.screen).__name__ == "ChoiceScreen", "the question")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from searchgrpo.sinks import read_events
-from tests.helpers.console import SIZE, settle, show_tab
+from tests.helpers.console import SIZE, click_button, settle, show_tab
 from tests.helpers.tiny import tiny_config
 from tui.app import ConsoleApp
 from tui.widgets import GroupTable
@@ -41,7 +41,7 @@ async def test_console_evaluates_and_merges_a_real_run(tmp_path, monkeypatch):
         policies = app.query_one("#eval-policies", SelectionList)
         policies.select(checkpoint)
         app.query_one("#eval-limit").value = "2"
-        await pilot.click("#eval-run")
+        await click_button(pilot, "#eval-run")
         await settle(pilot)
         assert app.model.eval.status == "done", app.model.eval
         aggregate = app.query_one("#eval-aggregate", DataTable)
@@ -50,6 +50,6 @@ async def test_console_evaluates_and_merges_a_real_run(tmp_path, monkeypatch):
         await settle(pilot)
         app.query_one("#merge-checkpoints", SelectionList).select(checkpoint)
         app.query_one("#merge-output").value = str(tmp_path / "merged")
-        await pilot.click("#merge-run")
+        await click_button(pilot, "#merge-run")
         await settle(pilot)
     assert (tmp_path / "merged" / "tiny-grpo-step1" / "config.json").is_file()

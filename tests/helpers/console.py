@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from rich.console import Console
-from textual.widgets import DataTable, Static
+from textual.widgets import Button, DataTable, Static
 from textual.worker import WorkerFailed
 
 from searchgrpo.config import load_config
@@ -77,6 +77,17 @@ async def show_tab(pilot, key: str) -> None:
     await until(
         pilot, lambda: app.focused is target, f"tab {key} with its first widget focused", again=press_if_not_shown
     )
+
+
+async def click_button(pilot, selector: str) -> None:
+    """Click a button the way a person does: once it can be pressed. A Textual Button ignores a
+    click while it shows its last press (the class `-active`, removed by a 0.2 s timer), so a
+    second click on a fast machine, or one whose timer the load delays, was lost and the test
+    waited for a job that never started. Wait for the button, never for a time; and fail at
+    once, naming the selector, when the click lands on another widget (a toast, a dialog)."""
+    button = pilot.app.screen.query_one(selector, Button)
+    await until(pilot, lambda: not button.has_class("-active"), f"{selector}'s last press to end")
+    assert await pilot.click(selector), f"the click on {selector} landed on another widget"
 
 
 def _nothing_pending(app) -> bool:
